@@ -1,0 +1,82 @@
+# TotalCOW: build, test and demo entry points. See README.md.
+#
+#   make demo     build the test kernel, run the snapshot-read demo
+#   make check    everything a change must pass: kernels, lint, out-of-tree
+#                 module, KUnit, integration tests
+#
+# Build products live in TOTALCOW_BUILD_DIR (default build/, git-ignored).
+
+TOTALCOW_BUILD_DIR ?= $(CURDIR)/build
+export TOTALCOW_BUILD_DIR
+B := $(TOTALCOW_BUILD_DIR)
+
+PYTHON ?= /usr/bin/python3
+PYTEST_ARGS ?=
+TREE := $(B)/linux
+TREE_STAMP := $(TREE)/.totalcow-tree
+KERNEL_BASE := $(B)/uml-base/linux
+KERNEL_DEBUG := $(B)/uml-debug/linux
+OOT := $(B)/oot
+
+# Everything the kernels are built from, besides the Linux tree itself.
+GRAFTED := $(shell find module sysfs -type f 2>/dev/null)
+KCONFIGS := $(wildcard tests/vm/configs/*.config)
+KERNEL_C := $(filter %.c %.h,$(GRAFTED))
+
+.PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
+	integration check demo clean distclean help
+
+all: kernel
+
+help:
+	@sed -n '1,10p' Makefile
+
+deps:
+	@tests/vm/install-deps
+
+tree: $(TREE_STAMP)
+$(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare-tree
+	@tests/vm/install-deps
+	tests/vm/prepare-tree $(B)
+	@touch $@
+
+kernel: kernel-base kernel-debug
+kernel-base: $(KERNEL_BASE)
+kernel-debug: $(KERNEL_DEBUG)
+
+$(B)/uml-%/linux: $(TREE_STAMP) $(GRAFTED) $(KCONFIGS) tests/vm/build-kernel
+	tests/vm/build-kernel $(B) $*
+	@touch $@
+
+# KUnit suites, built into the debug kernel, run at boot; the KTAP output
+# is parsed by the kernel's own kunit.py.
+kunit: $(KERNEL_DEBUG)
+	@tests/vm/install-deps
+	tests/vm/kunit $(B)
+
+# Out-of-tree build against Debian's headers, as DKMS does on a stock
+# kernel; W=1 and any compiler warning fails.
+modules:
+	@tests/vm/install-deps
+	tests/vm/build-module $(OOT)
+
+# checkpatch --strict and sparse on every kernel C file we own.
+lint: $(KERNEL_BASE)
+	tests/vm/lint $(B)
+
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG)
+	@tests/vm/install-deps
+	$(PYTHON) -m pytest $(PYTEST_ARGS) tests
+
+check: kernel lint modules kunit integration
+	@echo "make check: all passed"
+
+demo: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/demo
+
+clean:
+	rm -rf $(B)/runs $(OOT) results
+
+distclean:
+	rm -rf $(B) results

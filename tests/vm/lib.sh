@@ -1,0 +1,51 @@
+# shellcheck shell=bash
+# Helpers for guest scripts (sourced inside the test VM).
+#
+# Counters are read from the kernel, never estimated: page-cache bytes from
+# /proc/vmstat (file pages minus shmem, so tmpfs does not count) and sectors
+# read from /sys/block/<dev>/stat of the lowest device in the stack.
+
+set -euo pipefail
+
+die() { echo "FAIL: $*" >&2; exit 1; }
+
+# Bytes of file-backed page cache (excludes tmpfs/shmem).
+page_cache_bytes() {
+	awk '$1 == "nr_file_pages" { f = $2 } $1 == "nr_shmem" { s = $2 }
+	     END { printf "%.0f\n", (f - s) * 4096 }' /proc/vmstat
+}
+
+# Sectors (512 B) read so far from block device $1 (e.g. ubda).
+sectors_read() {
+	awk '{ print $3 }' "/sys/block/$1/stat"
+}
+
+drop_caches() {
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+}
+
+# make_file PATH MIB SEED: a file of MIB MiB of pseudo-random bytes that
+# depend only on SEED (so runs are reproducible and blocks are not zero).
+make_file() {
+	openssl enc -aes-128-ctr -nosalt -pass "pass:$3" -pbkdf2 -iter 1 \
+		-in <(head -c "$(($2 << 20))" /dev/zero) -out "$1" 2>/dev/null ||
+		die "cannot write $1"
+	[ "$(stat -c %s "$1")" = "$(($2 << 20))" ] || die "short file $1"
+}
+
+# json_kv KEY VALUE...: print a flat JSON object from key/value pairs
+# (numbers stay numbers, everything else is quoted).
+json_kv() {
+	local sep="" out="{"
+	while [ $# -ge 2 ]; do
+		if [[ $2 =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then
+			out+="$sep\"$1\": $2"
+		else
+			out+="$sep\"$1\": \"$2\""
+		fi
+		sep=", "
+		shift 2
+	done
+	echo "$out}"
+}
