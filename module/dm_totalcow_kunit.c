@@ -11,7 +11,8 @@
 /* A table line must name exactly one origin device. */
 static void totalcow_ctr_rejects_bad_arg_count(struct kunit *test)
 {
-	static char *two_args[] = { "/dev/ubda", "extra" };
+	char origin[] = "/dev/ubda", extra[] = "extra";
+	char *two_args[2] = { origin, extra };
 	struct dm_target ti = { };
 
 	KUNIT_EXPECT_EQ(test, totalcow_ctr(&ti, 0, NULL), -EINVAL);
