@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * dm-totalcow block cache: whole pages keyed by disk block number, LRU
+ * replacement, and the sequence count that keeps fills racing with writes
+ * from publishing stale data.
+ *
+ * Metadata per cached block: the xarray slot (8 bytes plus its share of a
+ * 576-byte node, about 9 bytes when dense). The LRU links and the block
+ * number live in the page's own struct page (lru, private), which we own.
+ */
+
+#include <linux/mm.h>
+#include <linux/xarray.h>
+
+#include "totalcow-cache.h"
+
+void tc_cache_init(struct tc_cache *c, unsigned long capacity)
+{
+	xa_init_flags(&c->blocks, XA_FLAGS_LOCK_IRQ);
+	INIT_LIST_HEAD(&c->lru);
+	c->nr_cached = 0;
+	c->nr_pending = 0;
+	c->capacity = capacity;
+	c->writes_inflight = 0;
+	c->seq = 0;
+	memset(&c->stats, 0, sizeof(c->stats));
+}
+
+/* No fills are in flight (the target is being destroyed). */
+void tc_cache_destroy(struct tc_cache *c)
+{
+	struct page *page;
+	unsigned long idx;
+
+	xa_for_each(&c->blocks, idx, page) {
+		if (WARN_ON_ONCE(xa_get_mark(&c->blocks, idx, TC_PENDING)))
+			continue;
+		list_del(&page->lru);
+		put_page(page);
+	}
+	xa_destroy(&c->blocks);
+	c->nr_cached = 0;
+}
+
+/*
+ * Read the sequence count before looking at the whitelist: whoever removes
+ * ranges publishes the new whitelist before bumping @seq (release), so a
+ * fill that sees the new @seq also sees the new whitelist.
+ */
+unsigned long tc_cache_seq(struct tc_cache *c)
+{
+	/* Pairs with smp_store_release() in tc_cache_bump(). */
+	return smp_load_acquire(&c->seq);
+}
+
+/* Called with the xarray lock held, after any whitelist change is published. */
+static void tc_cache_bump(struct tc_cache *c)
+{
+	/* Orders the whitelist update before @seq; see tc_cache_seq(). */
+	smp_store_release(&c->seq, c->seq + 1);
+}
+
+static bool tc_pending(struct tc_cache *c, unsigned long blk)
+{
+	return xa_get_mark(&c->blocks, blk, TC_PENDING);
+}
+
+/* Drop one uptodate block; called with the xarray lock held. */
+static void tc_cache_drop(struct tc_cache *c, struct page *page)
+{
+	list_del(&page->lru);
+	__xa_erase(&c->blocks, page_private(page));
+	c->nr_cached--;
+	put_page(page);
+}
+
+static void tc_cache_shrink_to(struct tc_cache *c, unsigned long target)
+{
+	while (c->nr_cached > target) {
+		tc_cache_drop(c, list_first_entry(&c->lru, struct page, lru));
+		c->stats.evictions++;
+	}
+}
+
+/*
+ * Classify the run of up to @nr blocks starting at @blk by its first block
+ * and return its kind; *@count is how many leading blocks share it. For a
+ * hit, @pages receives the pages, each with a reference the caller drops,
+ * and they become the most recently used.
+ */
+enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
+			    unsigned int nr, struct page **pages,
+			    unsigned int *count)
+{
+	enum tc_run kind;
+	struct page *page;
+	unsigned long flags;
+	unsigned int i = 0;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	page = xa_load(&c->blocks, blk);
+	if (!page) {
+		while (i < nr && !xa_load(&c->blocks, blk + i))
+			i++;
+		kind = c->writes_inflight ? TC_RUN_BUSY : TC_RUN_ABSENT;
+		c->stats.misses += i;
+	} else if (tc_pending(c, blk)) {
+		while (i < nr && xa_load(&c->blocks, blk + i) &&
+		       tc_pending(c, blk + i))
+			i++;
+		kind = TC_RUN_BUSY;
+		c->stats.misses += i;
+	} else {
+		while (i < nr) {
+			page = xa_load(&c->blocks, blk + i);
+			if (!page || tc_pending(c, blk + i))
+				break;
+			get_page(page);
+			list_move_tail(&page->lru, &c->lru);
+			pages[i++] = page;
+		}
+		kind = TC_RUN_HIT;
+		c->stats.hits += i;
+	}
+	xa_unlock_irqrestore(&c->blocks, flags);
+	*count = i;
+	return kind;
+}
+
+/*
+ * Claim up to @nr absent blocks from @blk for a fill with the @nr fresh
+ * @pages, if nothing changed since @seq was read and no write is in
+ * flight. Returns how many leading blocks were claimed (0: do not fill).
+ * The fill keeps ownership of its pages until tc_cache_end_fill().
+ */
+unsigned int tc_cache_begin_fill(struct tc_cache *c, unsigned long blk,
+				 unsigned int nr, struct page **pages, unsigned long seq)
+{
+	unsigned long flags;
+	unsigned int i;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	if (c->seq != seq || c->writes_inflight) {
+		xa_unlock_irqrestore(&c->blocks, flags);
+		return 0;
+	}
+	for (i = 0; i < nr; i++) {
+		set_page_private(pages[i], blk + i);
+		if (__xa_insert(&c->blocks, blk + i, pages[i], GFP_NOWAIT))
+			break;
+		__xa_set_mark(&c->blocks, blk + i, TC_PENDING);
+	}
+	c->nr_pending += i;
+	xa_unlock_irqrestore(&c->blocks, flags);
+	return i;
+}
+
+/*
+ * A fill's read finished; @ok if it succeeded and @pages hold the data.
+ * Publish the pages that are still ours if nothing changed since @seq,
+ * drop them otherwise. Either way the caller is done with @pages.
+ */
+void tc_cache_end_fill(struct tc_cache *c, unsigned long blk,
+		       unsigned int nr, struct page **pages, unsigned long seq, bool ok)
+{
+	bool publish;
+	unsigned long flags;
+	unsigned int i;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	publish = ok && c->seq == seq;
+	for (i = 0; i < nr; i++) {
+		if (xa_load(&c->blocks, blk + i) == pages[i]) {
+			c->nr_pending--;
+			if (publish) {
+				__xa_clear_mark(&c->blocks, blk + i, TC_PENDING);
+				list_add_tail(&pages[i]->lru, &c->lru);
+				c->nr_cached++;
+				c->stats.fills++;
+				continue;
+			}
+			__xa_erase(&c->blocks, blk + i);
+		}
+		put_page(pages[i]);
+	}
+	tc_cache_shrink_to(c, c->capacity);
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+/* Drop blocks @first..@last, cached or being filled; xarray lock held. */
+static void tc_cache_drop_range(struct tc_cache *c, unsigned long first,
+				unsigned long last)
+{
+	struct page *page;
+	unsigned long idx;
+
+	xa_for_each_range(&c->blocks, idx, page, first, last) {
+		if (tc_pending(c, idx)) {
+			/* The fill owns the page and will see @seq changed. */
+			__xa_erase(&c->blocks, idx);
+			c->nr_pending--;
+		} else {
+			tc_cache_drop(c, page);
+		}
+		c->stats.invalidations++;
+	}
+}
+
+/*
+ * A write, discard or write-zeroes to blocks @first..@last (inclusive)
+ * that overlap the whitelist is about to be issued: drop those blocks and
+ * keep every fill from publishing until tc_cache_write_end().
+ */
+void tc_cache_write_begin(struct tc_cache *c, unsigned long first,
+			  unsigned long last)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	tc_cache_bump(c);
+	c->writes_inflight++;
+	tc_cache_drop_range(c, first, last);
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+void tc_cache_write_end(struct tc_cache *c)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	tc_cache_bump(c);
+	c->writes_inflight--;
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+/* Drop blocks @first..@last and fail fills in flight (whitelist removal). */
+void tc_cache_invalidate(struct tc_cache *c, unsigned long first,
+			 unsigned long last)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	tc_cache_bump(c);
+	tc_cache_drop_range(c, first, last);
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+/* Evict up to @nr least recently used blocks; returns how many. */
+unsigned long tc_cache_evict(struct tc_cache *c, unsigned long nr)
+{
+	unsigned long flags, before;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	before = c->nr_cached;
+	tc_cache_shrink_to(c, before > nr ? before - nr : 0);
+	before -= c->nr_cached;
+	xa_unlock_irqrestore(&c->blocks, flags);
+	return before;
+}
+
+void tc_cache_set_capacity(struct tc_cache *c, unsigned long capacity)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	c->capacity = capacity;
+	tc_cache_shrink_to(c, capacity);
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+void tc_cache_get_stats(struct tc_cache *c, struct tc_cache_stats *st,
+			unsigned long *cached, unsigned long *capacity)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	*st = c->stats;
+	*cached = c->nr_cached;
+	*capacity = c->capacity;
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+void tc_cache_clear_stats(struct tc_cache *c)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	memset(&c->stats, 0, sizeof(c->stats));
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+#if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
+#include "totalcow_cache_kunit.c"
+#endif

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * dm-totalcow block cache: whole pages keyed by block number (the
+ * target-relative sector divided by TC_BLOCK_SECTORS).
+ */
+#ifndef TOTALCOW_CACHE_H
+#define TOTALCOW_CACHE_H
+
+#include <linux/bits.h>
+#include <linux/blk_types.h>
+#include <linux/list.h>
+#include <linux/mm_types.h>
+#include <linux/xarray.h>
+
+#define TC_BLOCK_SIZE PAGE_SIZE
+#define TC_BLOCK_SHIFT (PAGE_SHIFT - SECTOR_SHIFT)
+#define TC_BLOCK_SECTORS BIT(TC_BLOCK_SHIFT)
+
+/* What the leading blocks of a run are (tc_cache_lookup()). */
+enum tc_run {
+	TC_RUN_HIT,	/* cached: pages returned with a reference each */
+	TC_RUN_ABSENT,	/* not cached, nobody filling: may be filled */
+	TC_RUN_BUSY,	/* being filled by another bio, or writes in flight */
+};
+
+struct tc_cache_stats {
+	u64 hits;		/* blocks served from memory */
+	u64 misses;		/* whitelisted blocks read from the origin */
+	u64 fills;		/* blocks inserted */
+	u64 evictions;		/* blocks dropped for space or by reclaim */
+	u64 invalidations;	/* blocks dropped by writes and whitelist removal */
+};
+
+/*
+ * The xarray holds one page per block, its lock (irq-safe, fills complete
+ * in bio end_io) protects everything here. A page marked TC_PENDING is
+ * being filled: the fill owns it, the xarray only points to it. Other
+ * pages are uptodate, owned by the cache and on @lru, coldest first.
+ * @seq changes whenever a fill in flight may have become stale: a write
+ * to a whitelisted block starts or ends, or ranges leave the whitelist. A
+ * fill only publishes its pages if @seq did not change since it started.
+ */
+struct tc_cache {
+	struct xarray blocks;
+	struct list_head lru;
+	unsigned long nr_cached;
+	unsigned long nr_pending;
+	unsigned long capacity;
+	unsigned int writes_inflight;
+	unsigned long seq;
+	struct tc_cache_stats stats;
+};
+
+#define TC_PENDING XA_MARK_0
+
+void tc_cache_init(struct tc_cache *c, unsigned long capacity);
+void tc_cache_destroy(struct tc_cache *c);
+
+unsigned long tc_cache_seq(struct tc_cache *c);
+enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
+			    unsigned int nr, struct page **pages,
+			    unsigned int *count);
+unsigned int tc_cache_begin_fill(struct tc_cache *c, unsigned long blk,
+				 unsigned int nr, struct page **pages, unsigned long seq);
+void tc_cache_end_fill(struct tc_cache *c, unsigned long blk,
+		       unsigned int nr, struct page **pages, unsigned long seq, bool ok);
+void tc_cache_write_begin(struct tc_cache *c, unsigned long first,
+			  unsigned long last);
+void tc_cache_write_end(struct tc_cache *c);
+void tc_cache_invalidate(struct tc_cache *c, unsigned long first,
+			 unsigned long last);
+unsigned long tc_cache_evict(struct tc_cache *c, unsigned long nr);
+void tc_cache_set_capacity(struct tc_cache *c, unsigned long capacity);
+void tc_cache_get_stats(struct tc_cache *c, struct tc_cache_stats *st,
+			unsigned long *cached, unsigned long *capacity);
+void tc_cache_clear_stats(struct tc_cache *c);
+
+#endif /* TOTALCOW_CACHE_H */
