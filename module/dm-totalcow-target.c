@@ -25,8 +25,12 @@
  *
  * A whitelist_add must not make a range cacheable while a write that did
  * not see the range yet (it started earlier) is in flight: new ranges go
- * to the whitelist that writes check first, then synchronize_srcu() waits
- * for every write that started before, then they become cacheable.
+ * to the whitelist that writes check first, then totalcow_drain_writes()
+ * waits for every write that started before, then they become cacheable.
+ * (This is what SRCU's srcu_down_read()/srcu_up_read() would do, but
+ * Tiny SRCU, used on !SMP kernels such as UML, does not wake a waiting
+ * synchronize_srcu() when the last reader leaves from interrupt context,
+ * which is where bios complete.)
  */
 
 #include <linux/bio.h>
@@ -37,7 +41,7 @@
 #include <linux/percpu.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
-#include <linux/srcu.h>
+#include <linux/wait.h>
 
 #include "dm-totalcow.h"
 #include "totalcow-cache.h"
@@ -57,7 +61,10 @@ struct totalcow_c {
 	struct dm_dev *origin;
 	struct tc_cache cache;
 	struct tc_whitelist wl;
-	struct srcu_struct write_srcu;
+	/* Writes in flight, by epoch; see totalcow_drain_writes(). */
+	atomic_t writes[2];
+	unsigned int write_epoch;
+	wait_queue_head_t drain_wq;
 	struct shrinker *shrinker;
 	u64 __percpu *bypassed;
 
@@ -75,11 +82,11 @@ struct tc_io {
 	unsigned long blk;
 	unsigned short nr_fill;
 	unsigned char flags;
-	int srcu_idx;
+	unsigned char epoch;
 	struct page *pages[TC_FILL_MAX];
 };
 
-#define TC_IO_WRITE	0x1	/* holds write_srcu */
+#define TC_IO_WRITE	0x1	/* counted in writes[epoch] */
 #define TC_IO_WL_WRITE	0x2	/* counted by tc_cache_write_begin() */
 
 /* Live (resumed) targets, by dm device, for the kernel API. */
@@ -97,6 +104,24 @@ static void totalcow_drop_view(struct totalcow_c *tc, struct tc_wl_view *v)
 				    (v->r[i].end - 1) >> TC_BLOCK_SHIFT);
 }
 
+/*
+ * Wait until every write that started before now has completed. Called
+ * with the whitelist lock held, after publishing a new wl.all: writes
+ * that start later see it. Either this function sees a write's count or
+ * the write sees the new whitelist (both sides order their store before
+ * their load with a full barrier).
+ */
+static void totalcow_drain_writes(struct totalcow_c *tc)
+{
+	unsigned int old = tc->write_epoch;
+
+	lockdep_assert_held(&tc->wl.lock);
+	smp_store_release(&tc->write_epoch, old ^ 1);
+	/* Pairs with smp_mb__after_atomic() in totalcow_track_write(). */
+	smp_mb();
+	wait_event(tc->drain_wq, !atomic_read(&tc->writes[old]));
+}
+
 static int totalcow_wl_add(struct totalcow_c *tc, const char *tag,
 			   struct tc_range *r, unsigned int n)
 {
@@ -106,7 +131,7 @@ static int totalcow_wl_add(struct totalcow_c *tc, const char *tag,
 	ret = tc_wl_add_locked(&tc->wl, tag, r, n);
 	if (!ret) {
 		/* Writes that could not see the new ranges must finish. */
-		synchronize_srcu(&tc->write_srcu);
+		totalcow_drain_writes(tc);
 		tc_wl_activate_locked(&tc->wl);
 	}
 	mutex_unlock(&tc->wl.lock);
@@ -332,9 +357,11 @@ static void totalcow_track_write(struct totalcow_c *tc, struct bio *bio,
 	sector_t end = sector + bio_sectors(bio);
 	bool overlaps;
 
-	io->srcu_idx = srcu_down_read(&tc->write_srcu);
-	__release(&tc->write_srcu);	/* until totalcow_end_io() */
+	io->epoch = READ_ONCE(tc->write_epoch);
+	atomic_inc(&tc->writes[io->epoch]);
 	io->flags |= TC_IO_WRITE;
+	/* Count the write before looking at the whitelist; see totalcow_drain_writes(). */
+	smp_mb__after_atomic();
 
 	rcu_read_lock();
 	overlaps = tc_view_overlaps(rcu_dereference(tc->wl.all), sector, end);
@@ -382,10 +409,10 @@ static int totalcow_end_io(struct dm_target *ti, struct bio *bio,
 	}
 	if (io->flags & TC_IO_WL_WRITE)
 		tc_cache_write_end(&tc->cache);
-	if (io->flags & TC_IO_WRITE) {
-		__acquire(&tc->write_srcu);	/* from totalcow_track_write() */
-		srcu_up_read(&tc->write_srcu, io->srcu_idx);
-	}
+	if ((io->flags & TC_IO_WRITE) &&
+	    atomic_dec_and_test(&tc->writes[io->epoch]) &&
+	    wq_has_sleeper(&tc->drain_wq))
+		wake_up(&tc->drain_wq);
 	io->flags = 0;
 	return DM_ENDIO_DONE;
 }
@@ -496,11 +523,7 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		ti->error = "Cannot allocate statistics";
 		goto bad_put;
 	}
-	r = init_srcu_struct(&tc->write_srcu);
-	if (r) {
-		ti->error = "Cannot initialise SRCU";
-		goto bad_percpu;
-	}
+	init_waitqueue_head(&tc->drain_wq);
 	tc_cache_init(&tc->cache, totalcow_capacity(tc));
 	tc_wl_init(&tc->wl);
 	tc->devt = disk_devt(dm_disk(dm_table_get_md(ti->table)));
@@ -510,7 +533,7 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (!tc->shrinker) {
 		r = -ENOMEM;
 		ti->error = "Cannot allocate shrinker";
-		goto bad_srcu;
+		goto bad_cache;
 	}
 	tc->shrinker->count_objects = totalcow_shrink_count;
 	tc->shrinker->scan_objects = totalcow_shrink_scan;
@@ -524,11 +547,9 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	ti->private = tc;
 	return 0;
 
-bad_srcu:
+bad_cache:
 	tc_wl_destroy(&tc->wl);
 	tc_cache_destroy(&tc->cache);
-	cleanup_srcu_struct(&tc->write_srcu);
-bad_percpu:
 	free_percpu(tc->bypassed);
 bad_put:
 	dm_put_device(ti, tc->origin);
@@ -548,7 +569,6 @@ static void totalcow_dtr(struct dm_target *ti)
 	shrinker_free(tc->shrinker);
 	tc_wl_destroy(&tc->wl);
 	tc_cache_destroy(&tc->cache);
-	cleanup_srcu_struct(&tc->write_srcu);
 	free_percpu(tc->bypassed);
 	dm_put_device(ti, tc->origin);
 	kfree(tc);

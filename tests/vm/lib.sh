@@ -49,3 +49,40 @@ json_kv() {
 	done
 	echo "$out}"
 }
+
+# --- dm-totalcow ---------------------------------------------------------
+
+# tc_create NAME LOWER_DEV [OPT...]: a totalcow device over all of LOWER_DEV.
+tc_create() {
+	local name=$1 lower=$2; shift 2
+	local table="0 $(blockdev --getsz "$lower") totalcow $lower"
+	[ $# -eq 0 ] || table+=" $# $*"
+	dmsetup create "$name" --table "$table"
+}
+
+# tc_register NAME TAG FILE...: whitelist the disk extents of FILEs (btrfs
+# on /dev/mapper/NAME) under template TAG.
+tc_register() {
+	local name=$1 tag=$2; shift 2
+	local ranges
+	ranges=$("$TOTALCOW_TOP/tests/vm/fiemap-ranges" "/dev/mapper/$name" "$@") ||
+		die "cannot map the extents of $*"
+	[ -n "$ranges" ] || die "no extents to register for $*"
+	# shellcheck disable=SC2086
+	dmsetup message "$name" 0 whitelist_add "$tag" $ranges
+}
+
+# tc_stat NAME FIELD: one STATUSTYPE_INFO field of totalcow device NAME:
+# hits misses bypassed fills evictions invalidations cached capacity
+# extents sectors templates.
+tc_stat() {
+	dmsetup status "$1" | awk -v f="$2" '{
+		split($10, c, "/")
+		v["hits"] = $4; v["misses"] = $5; v["bypassed"] = $6
+		v["fills"] = $7; v["evictions"] = $8; v["invalidations"] = $9
+		v["cached"] = c[1]; v["capacity"] = c[2]; v["extents"] = $11
+		v["sectors"] = $12; v["templates"] = $13
+		if (!(f in v)) exit 1
+		print v[f]
+	}' || die "tc_stat: no field '$2'"
+}
