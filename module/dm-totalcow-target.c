@@ -105,20 +105,24 @@ static void totalcow_drop_view(struct totalcow_c *tc, struct tc_wl_view *v)
 }
 
 /*
- * Wait until every write that started before now has completed. Called
- * with the whitelist lock held, after publishing a new wl.all: writes
- * that start later see it. Either this function sees a write's count or
- * the write sees the new whitelist (both sides order their store before
- * their load with a full barrier).
+ * Wait until every write that may not have seen the whitelist published
+ * just before has completed. Called with the whitelist lock held, after
+ * publishing a new wl.all. A write reads the epoch, counts itself in it
+ * and looks at wl.all inside one RCU read-side section. After the flip
+ * and a grace period, every write that read the old epoch has counted
+ * itself there, and every write that reads the new one was ordered after
+ * the flip, hence after the new whitelist: it sees it. So waiting for the
+ * old epoch's count to drop to zero is enough, and new writes cannot
+ * starve the wait (the classic two-counter SRCU).
  */
 static void totalcow_drain_writes(struct totalcow_c *tc)
 {
 	unsigned int old = tc->write_epoch;
 
 	lockdep_assert_held(&tc->wl.lock);
+	/* Orders the new wl.all before the flip. */
 	smp_store_release(&tc->write_epoch, old ^ 1);
-	/* Pairs with smp_mb__after_atomic() in totalcow_track_write(). */
-	smp_mb();
+	synchronize_rcu();
 	wait_event(tc->drain_wq, !atomic_read(&tc->writes[old]));
 }
 
@@ -169,6 +173,18 @@ static void totalcow_wl_clear(struct totalcow_c *tc)
 
 /* Kernel API (sysfs layer) */
 
+/* Ranges from the kernel API get the checks messages get when parsed. */
+static int totalcow_check_ranges(struct totalcow_c *tc,
+				 const struct tc_range *r, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (r[i].start >= r[i].end || r[i].end > tc->ti->len)
+			return -EINVAL;
+	return 0;
+}
+
 static struct totalcow_c *totalcow_find_live(dev_t dev)
 {
 	struct totalcow_c *tc;
@@ -189,7 +205,7 @@ int totalcow_whitelist_add(dev_t dev, const char *tag, struct tc_range *r,
 	mutex_lock(&totalcow_live_lock);
 	tc = totalcow_find_live(dev);
 	if (tc)
-		ret = totalcow_wl_add(tc, tag, r, n);
+		ret = totalcow_check_ranges(tc, r, n) ?: totalcow_wl_add(tc, tag, r, n);
 	mutex_unlock(&totalcow_live_lock);
 	return ret;
 }
@@ -204,7 +220,7 @@ int totalcow_whitelist_del(dev_t dev, const char *tag, struct tc_range *r,
 	mutex_lock(&totalcow_live_lock);
 	tc = totalcow_find_live(dev);
 	if (tc)
-		ret = totalcow_wl_del(tc, tag, r, n);
+		ret = totalcow_check_ranges(tc, r, n) ?: totalcow_wl_del(tc, tag, r, n);
 	mutex_unlock(&totalcow_live_lock);
 	return ret;
 }
@@ -357,13 +373,11 @@ static void totalcow_track_write(struct totalcow_c *tc, struct bio *bio,
 	sector_t end = sector + bio_sectors(bio);
 	bool overlaps;
 
-	io->epoch = READ_ONCE(tc->write_epoch);
+	rcu_read_lock();
+	/* Pairs with the flip in totalcow_drain_writes(); count, then look. */
+	io->epoch = smp_load_acquire(&tc->write_epoch);
 	atomic_inc(&tc->writes[io->epoch]);
 	io->flags |= TC_IO_WRITE;
-	/* Count the write before looking at the whitelist; see totalcow_drain_writes(). */
-	smp_mb__after_atomic();
-
-	rcu_read_lock();
 	overlaps = tc_view_overlaps(rcu_dereference(tc->wl.all), sector, end);
 	rcu_read_unlock();
 	if (overlaps) {
@@ -681,8 +695,10 @@ static int totalcow_message_ranges(struct totalcow_c *tc, unsigned int argc,
 	}
 	if (n) {
 		r = kvmalloc_array(n, sizeof(*r), GFP_KERNEL);
-		if (!r)
+		if (!r) {
+			DMERR("%s %s: out of memory for %u ranges", argv[0], tag, n);
 			return -ENOMEM;
+		}
 		ret = tc_parse_ranges(argc - 2, argv + 2, tc->ti->len, r, &error);
 		if (ret) {
 			DMERR("%s %s: %s", argv[0], tag, error);
@@ -692,7 +708,11 @@ static int totalcow_message_ranges(struct totalcow_c *tc, unsigned int argc,
 	ret = add ? totalcow_wl_add(tc, tag, r, n) : totalcow_wl_del(tc, tag, r, n);
 	if (ret == -ENOENT)
 		DMERR("%s %s: %s", argv[0], tag, n ?
-		      "range not registered for this template" : "no such template");
+		      "no such template, or range not registered for it" :
+		      "no such template");
+	else if (ret == -ENOSPC)
+		DMERR("%s %s: more than %lu whitelist extents", argv[0], tag,
+		      TC_WL_MAX_RANGES);
 	else if (ret)
 		DMERR("%s %s: failed (%d)", argv[0], tag, ret);
 out:
@@ -727,7 +747,9 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 			goto bad_args;
 		return totalcow_message_ranges(tc, argc, argv, false);
 	}
-	if (argc == 1 && !strcasecmp(argv[0], "whitelist_clear")) {
+	if (!strcasecmp(argv[0], "whitelist_clear")) {
+		if (argc != 1)
+			goto bad_args;
 		totalcow_wl_clear(tc);
 		return 0;
 	}
@@ -744,13 +766,17 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 		tc_cache_set_capacity(&tc->cache, totalcow_capacity(tc));
 		return 0;
 	}
-	if (argc == 1 && !strcasecmp(argv[0], "drop_cache")) {
+	if (!strcasecmp(argv[0], "drop_cache")) {
+		if (argc != 1)
+			goto bad_args;
 		tc_cache_invalidate(&tc->cache, 0, ULONG_MAX);
 		return 0;
 	}
-	if (argc == 1 && !strcasecmp(argv[0], "clear_stats")) {
+	if (!strcasecmp(argv[0], "clear_stats")) {
 		int cpu;
 
+		if (argc != 1)
+			goto bad_args;
 		tc_cache_clear_stats(&tc->cache);
 		for_each_possible_cpu(cpu) {
 			u64 *bypassed = per_cpu_ptr(tc->bypassed, cpu);

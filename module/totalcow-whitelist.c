@@ -299,7 +299,7 @@ int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
 
 	tnr = tc_ranges_union(t ? t->r : NULL, t ? t->nr : 0, r, n, NULL);
 	anr = tc_ranges_union(all ? all->r : NULL, all ? all->nr : 0, r, n, NULL);
-	if (anr > TC_WL_MAX_RANGES)
+	if (anr > TC_WL_MAX_RANGES || tnr > TC_WL_MAX_RANGES)
 		return -ENOSPC;
 
 	if (!t) {
@@ -392,7 +392,8 @@ static struct tc_wl_view *tc_wl_merge(struct tc_whitelist *wl,
  * (-ENOENT otherwise, and nothing changes). On success *@removed is what
  * is no longer whitelisted at all (another tag may still cover part of
  * what @tag dropped): the caller drops those cached blocks and frees it
- * with kvfree_rcu().
+ * (it was never published). Removing ranges can split one in two, so
+ * this can fail with -ENOSPC at the limit.
  */
 int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 		     struct tc_range *r, unsigned int n,
@@ -424,10 +425,19 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 		}
 	}
 
+	if (tnr > TC_WL_MAX_RANGES) {
+		kvfree(tr);
+		return -ENOSPC;
+	}
 	nall = tc_wl_merge(wl, t, tr, tnr);
 	if (IS_ERR(nall)) {
 		kvfree(tr);
 		return PTR_ERR(nall);
+	}
+	if (nall->nr > TC_WL_MAX_RANGES) {
+		kvfree(nall);
+		kvfree(tr);
+		return -ENOSPC;
 	}
 	gnr = tc_ranges_subtract(all->r, all->nr, nall->r, nall->nr, NULL);
 	gone = tc_view_alloc(gnr);

@@ -1,0 +1,95 @@
+#!/bin/bash
+# Bad tables and messages: each fails with a clear kernel message and
+# changes nothing (status, table, whitelist and cached data stay as they
+# were).
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+
+sectors=$(blockdev --getsz /dev/ubda)
+dmesg -C
+
+# Tables: dmsetup create must fail and leave no device behind.
+bad_tables=(
+	"extra"
+	"1 cache_size"
+	"2 cache_size 0"
+	"2 cache_size 101%"
+	"2 cache_size 1048577"
+	"2 cache_size 12x"
+	"2 cache_size -1"
+	"2 cache_sizes 10"
+	"2 cache_size 10 extra"
+	"4 cache_size 10 cache_size"
+	"-1"
+	"x"
+)
+for args in "${bad_tables[@]}"; do
+	if dmsetup create bad --table "0 $sectors totalcow /dev/ubda $args" 2>/dev/null; then
+		die "table '$args' was accepted"
+	fi
+	[ ! -e /dev/mapper/bad ] || die "table '$args' left a device"
+done
+if dmsetup create bad --table "0 $sectors totalcow" 2>/dev/null; then
+	die "table without an origin was accepted"
+fi
+if dmsetup create bad --table "0 $sectors totalcow /dev/nonexistent" 2>/dev/null; then
+	die "table with a missing origin was accepted"
+fi
+n=$(dmesg | grep -c "totalcow: ")
+[ "$n" -ge $((${#bad_tables[@]} + 2)) ] || { dmesg | tail -n 30; die "only $n table errors explained in the kernel log"; }
+dmesg | grep "totalcow: " | head -n 20
+
+# Messages on a working device with a whitelist and cached data.
+make_file /tmp/pattern 4 bad-input
+dd if=/tmp/pattern of=/dev/ubda bs=1M oflag=direct status=none
+tc_create tc /dev/ubda cache_size 16
+dmsetup message tc 0 whitelist_add good 0 4096 8192 8
+dd if=/dev/mapper/tc of=/dev/null bs=64k count=32 iflag=direct status=none
+before_status=$(dmsetup status tc) before_table=$(dmsetup table tc)
+dmesg -C
+
+bad_messages=(
+	"frobnicate"
+	"whitelist_add"
+	"whitelist_add t"
+	"whitelist_add t 0"
+	"whitelist_add t 0 0"
+	"whitelist_add t 0 8 16"
+	"whitelist_add t x 8"
+	"whitelist_add t 0x10 8"
+	"whitelist_add t -8 8"
+	"whitelist_add t 0 $((sectors + 1))"
+	"whitelist_add t $sectors 1"
+	"whitelist_add t 18446744073709551615 2"
+	"whitelist_add bad/tag 0 8"
+	"whitelist_add $(printf 'x%.0s' {1..65}) 0 8"
+	"whitelist_add t 0 8 16 0"
+	"whitelist_del"
+	"whitelist_del nosuch"
+	"whitelist_del good 4096 8"
+	"whitelist_del good 0 4097"
+	"whitelist_del good 0"
+	"whitelist_del bad/tag"
+	"whitelist_clear now"
+	"cache_size"
+	"cache_size 0"
+	"cache_size 101%"
+	"cache_size 5 6"
+	"drop_cache please"
+	"clear_stats all"
+)
+for msg in "${bad_messages[@]}"; do
+	# shellcheck disable=SC2086
+	if dmsetup message tc 0 -- $msg 2>/dev/null; then
+		die "message '$msg' was accepted"
+	fi
+done
+[ "$(dmsetup status tc)" = "$before_status" ] || die "a bad message changed the status: $(dmsetup status tc)"
+[ "$(dmsetup table tc)" = "$before_table" ] || die "a bad message changed the table"
+n=$(dmesg | grep -c "totalcow: ")
+[ "$n" -ge ${#bad_messages[@]} ] || { dmesg | tail -n 40; die "only $n of ${#bad_messages[@]} bad messages explained"; }
+dmesg | grep "totalcow: " | head -n 40
+cmp <(dd if=/dev/mapper/tc bs=64k count=64 iflag=direct status=none) /tmp/pattern ||
+	die "data wrong after bad messages"
+
+dmsetup remove tc
+echo "dm-totalcow bad input: all rejected"
