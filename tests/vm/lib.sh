@@ -20,6 +20,9 @@ sectors_read() {
 	awk '{ print $3 }' "/sys/block/$1/stat"
 }
 
+# Drop page cache, dentries and inodes. This runs every shrinker, so it
+# also empties the dm-totalcow cache (use the drop_cache message or
+# "echo 1" for the page cache alone).
 drop_caches() {
 	sync
 	echo 3 > /proc/sys/vm/drop_caches
