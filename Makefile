@@ -24,7 +24,7 @@ KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
-	integration check demo clean distclean help
+	integration check demo bench bench-dm-overhead clean distclean help
 
 all: kernel
 
@@ -74,6 +74,13 @@ check: kernel lint modules kunit integration
 demo: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/demo
+
+# dm-totalcow: bypass overhead vs dm-linear, hit vs miss (fio, bench/fio/).
+bench-dm-overhead: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/dm-overhead
+
+bench: demo bench-dm-overhead
 
 clean:
 	rm -rf $(B)/runs $(OOT) results
