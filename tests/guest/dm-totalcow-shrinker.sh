@@ -13,10 +13,16 @@ tc_create tc /dev/ubda cache_size 100%
 dmsetup message tc 0 whitelist_add big 0 $((mib * 2048))
 read_sum() { dd if=/dev/mapper/tc bs=1M count="$mib" iflag=direct status=none | sha256sum; }
 
+slab_kib() { awk '$1 == "Slab:" { print $2 }' /proc/meminfo; }
+slab0=$(slab_kib)
 [ "$(read_sum)" = "$want" ] || die "first read wrong"
 cached=$(tc_stat tc cached)
 echo "cached after reading $mib MiB: $cached blocks"
 [ "$cached" = $((mib * 256)) ] || die "expected the whole $mib MiB cached"
+# Metadata: the kernel's slab memory grew by at most 64 bytes per block.
+per_block=$(( ($(slab_kib) - slab0) * 1024 / cached ))
+echo "slab growth per cached block: $per_block bytes"
+[ "$per_block" -le 64 ] || die "$per_block bytes of metadata per cached block"
 grep -E '^(MemTotal|MemFree|MemAvailable)' /proc/meminfo
 
 # Fill tmpfs: only possible if the shrinker gives memory back.
