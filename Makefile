@@ -35,7 +35,8 @@ deps:
 	@tests/vm/install-deps
 
 tree: $(TREE_STAMP)
-$(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare-tree
+$(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare-tree \
+		$(wildcard module/Kconfig sysfs/Kconfig)
 	@tests/vm/install-deps
 	tests/vm/prepare-tree $(B)
 	@touch $@

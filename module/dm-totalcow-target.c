@@ -226,6 +226,30 @@ int totalcow_whitelist_del(dev_t dev, const char *tag, struct tc_range *r,
 }
 EXPORT_SYMBOL_GPL(totalcow_whitelist_del);
 
+/*
+ * Copy up to @max ranges of template @tag, starting with its @first, to
+ * @out and return how many were copied; *@nr and *@sectors get the
+ * template's totals. -ENODEV: no live target; -ENOENT: no such template.
+ */
+int totalcow_whitelist_get(dev_t dev, const char *tag, unsigned int first,
+			   unsigned int max, struct tc_range *out,
+			   unsigned int *nr, sector_t *sectors)
+{
+	struct totalcow_c *tc;
+	int ret = -ENODEV;
+
+	mutex_lock(&totalcow_live_lock);
+	tc = totalcow_find_live(dev);
+	if (tc) {
+		mutex_lock(&tc->wl.lock);
+		ret = tc_wl_get_locked(&tc->wl, tag, first, max, out, nr, sectors);
+		mutex_unlock(&tc->wl.lock);
+	}
+	mutex_unlock(&totalcow_live_lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(totalcow_whitelist_get);
+
 int totalcow_whitelist_clear(dev_t dev)
 {
 	struct totalcow_c *tc;

@@ -22,5 +22,8 @@ int totalcow_whitelist_add(dev_t dev, const char *tag, struct tc_range *r,
 int totalcow_whitelist_del(dev_t dev, const char *tag, struct tc_range *r,
 			   unsigned int n);
 int totalcow_whitelist_clear(dev_t dev);
+int totalcow_whitelist_get(dev_t dev, const char *tag, unsigned int first,
+			   unsigned int max, struct tc_range *out,
+			   unsigned int *nr, sector_t *sectors);
 
 #endif /* DM_TOTALCOW_H */

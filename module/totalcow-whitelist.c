@@ -214,13 +214,19 @@ static struct tc_wl_view *tc_view_alloc(unsigned int nr)
 	return v;
 }
 
-static void tc_view_sum(struct tc_wl_view *v)
+static sector_t tc_ranges_sectors(const struct tc_range *r, unsigned int n)
 {
+	sector_t sum = 0;
 	unsigned int i;
 
-	v->sectors = 0;
-	for (i = 0; i < v->nr; i++)
-		v->sectors += v->r[i].end - v->r[i].start;
+	for (i = 0; i < n; i++)
+		sum += r[i].end - r[i].start;
+	return sum;
+}
+
+static void tc_view_sum(struct tc_wl_view *v)
+{
+	v->sectors = tc_ranges_sectors(v->r, v->nr);
 }
 
 static struct tc_wl_tag *tc_wl_find(struct tc_whitelist *wl, const char *name)
@@ -326,6 +332,7 @@ int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
 	kvfree(t->r);
 	t->r = tr;
 	t->nr = tnr;
+	t->sectors = tc_ranges_sectors(tr, tnr);
 
 	tc_ranges_union(all ? all->r : NULL, all ? all->nr : 0, r, n, nall->r);
 	tc_view_sum(nall);
@@ -453,6 +460,7 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 	if (tnr) {
 		t->r = tr;
 		t->nr = tnr;
+		t->sectors = tc_ranges_sectors(tr, tnr);
 	} else {
 		list_del(&t->list);
 		wl->nr_tags--;
@@ -467,6 +475,26 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 	tc_wl_activate_locked(wl);
 	*removed = gone;
 	return 0;
+}
+
+/* Copy ranges of @tag; see totalcow_whitelist_get(). */
+int tc_wl_get_locked(struct tc_whitelist *wl, const char *tag,
+		     unsigned int first, unsigned int max, struct tc_range *out,
+		     unsigned int *nr, sector_t *sectors)
+{
+	struct tc_wl_tag *t;
+	unsigned int n;
+
+	lockdep_assert_held(&wl->lock);
+	t = tc_wl_find(wl, tag);
+	if (!t)
+		return -ENOENT;
+	*nr = t->nr;
+	*sectors = t->sectors;
+	n = first < t->nr ? min(max, t->nr - first) : 0;
+	if (n)
+		memcpy(out, t->r + first, n * sizeof(*out));
+	return n;
 }
 
 /*

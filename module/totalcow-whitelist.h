@@ -36,6 +36,7 @@ struct tc_wl_view {
 struct tc_wl_tag {
 	struct list_head list;
 	unsigned int nr;
+	sector_t sectors;
 	struct tc_range *r;
 	char name[TC_TAG_MAX + 1];
 };
@@ -81,5 +82,8 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 		     struct tc_range *r, unsigned int n,
 		     struct tc_wl_view **removed);
 struct tc_wl_view *tc_wl_clear_locked(struct tc_whitelist *wl);
+int tc_wl_get_locked(struct tc_whitelist *wl, const char *tag,
+		     unsigned int first, unsigned int max, struct tc_range *out,
+		     unsigned int *nr, sector_t *sectors);
 
 #endif /* TOTALCOW_WHITELIST_H */

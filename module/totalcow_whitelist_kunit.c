@@ -197,6 +197,22 @@ static void tc_wl_tags_add_del_clear(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, all->sectors, 40);
 	KUNIT_EXPECT_EQ(test, wl->nr_tags, 2);
 
+	/* Listing a template: totals and a window of its ranges. */
+	{
+		struct tc_range got[2];
+		unsigned int nr;
+		sector_t sectors;
+
+		KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "b", 1, 2, got, &nr, &sectors), 1);
+		KUNIT_EXPECT_EQ(test, nr, 2);
+		KUNIT_EXPECT_EQ(test, sectors, 8 + 20);
+		KUNIT_EXPECT_EQ(test, got[0].start, 20);
+		KUNIT_EXPECT_EQ(test, got[0].end, 40);
+		KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "b", 5, 2, got, &nr, &sectors), 0);
+		KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "zz", 0, 2, got, &nr, &sectors),
+				-ENOENT);
+	}
+
 	/* Rejected changes change nothing. */
 	KUNIT_EXPECT_EQ(test, tc_wl_add_locked(wl, "bad/tag", bad, 1), -EINVAL);
 	KUNIT_EXPECT_EQ(test, tc_wl_del_locked(wl, "a", bad, 1, &gone), -ENOENT);
