@@ -24,7 +24,8 @@ KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
-	integration check demo bench bench-dm-overhead clean distclean help
+	integration check demo bench bench-dm-overhead bench-registration clean \
+	distclean help
 
 all: kernel
 
@@ -81,7 +82,14 @@ bench-dm-overhead: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/dm-overhead
 
-bench: demo bench-dm-overhead
+# Template registration: a 100k-file tree, and kernel memory per extent.
+bench-registration: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	tests/vm/run -q -d 4G -o $(B)/runs/bench-registration bench/scenarios/registration
+	@mkdir -p results && cp $(B)/runs/bench-registration/results.jsonl results/registration.jsonl
+	@cat results/registration.jsonl
+
+bench: demo bench-dm-overhead bench-registration
 
 clean:
 	rm -rf $(B)/runs $(OOT) results

@@ -301,7 +301,9 @@ static ssize_t add_extents_store(struct kobject *kobj,
 	mutex_unlock(&tc_templates_lock);
 	if (ret == -EINVAL)
 		pr_warn("totalcow: add_extents %s: a range ends beyond the device\n", argv[0]);
-	else if (ret && ret != -ENOENT)
+	else if (ret == -ENOENT)
+		pr_warn("totalcow: add_extents %s: no such template\n", argv[0]);
+	else if (ret)
 		pr_warn("totalcow: add_extents %s: failed (%d)\n", argv[0], ret);
 out:
 	kvfree(r);

@@ -1,0 +1,30 @@
+"""Template registration: /sys/kernel/mm/totalcow and tools/totalcowctl, in
+the debug UML kernel."""
+
+import re
+
+from vmrun import run_vm
+
+
+def passed(r):
+    assert r.status == 0, r.explain()
+    return r
+
+
+def test_translation_agrees_with_btrfs_map_logical():
+    """single, DUP, RAID1 over two devices, compressed, inline, sparse and
+    preallocated files; a file system on another device is refused."""
+    r = passed(run_vm("tests/guest/totalcowctl-translation.sh", disks=("2G", "2G")))
+    for profile in ("single", "dup", "raid1", "compressed"):
+        assert re.search(rf"^{profile}: \d+ ranges, same as btrfs-map-logical$",
+                         r.console, re.M), profile
+
+
+def test_register_read_balance_refresh_deregister_and_bad_input():
+    r = passed(run_vm("tests/guest/totalcowctl-snapshots.sh", disks=("2G",)))
+    ratios = dict(re.findall(r"^(registered|after balance|after refresh|deregistered): .*?"
+                             r"([\d.]+)x", r.console, re.M))
+    assert float(ratios["registered"]) <= 1.01, ratios
+    assert float(ratios["after refresh"]) <= 1.01, ratios
+    assert float(ratios["after balance"]) > 7.5, ratios
+    assert float(ratios["deregistered"]) > 7.9, ratios
