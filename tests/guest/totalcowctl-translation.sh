@@ -1,8 +1,12 @@
 #!/bin/bash
-# totalcowctl's address translation (FIEMAP + chunk tree through ioctls)
-# against filefrag + btrfs-map-logical (tests/vm/fiemap-ranges), on real
-# file systems: single, DUP data, RAID1 over two devices, compressed
-# files, tiny inline files, sparse and preallocated files.
+# totalcowctl's address translation against filefrag + btrfs-map-logical
+# (tests/vm/fiemap-ranges), on real file systems: single, DUP data, RAID1
+# over two devices, compressed files, tiny inline files, sparse and
+# preallocated files. Both of the tool's ways are checked: --fiemap (FIEMAP
+# per file + chunk tree) and the default (file extent items read from the
+# fs tree + chunk tree), which must agree with each other exactly except
+# for compressed extents, where the fs tree gives the exact disk length
+# and FIEMAP only the logical one.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 ref() { "$TOTALCOW_TOP/tests/vm/fiemap-ranges" "$@"; }
@@ -27,7 +31,9 @@ regular_files() { find $mnt/t -type f -size +4k | sort; }
 
 compare() { # LABEL REF-OPTIONS...
 	local label=$1; shift
-	ctl template add x $mnt/t --dry-run -q --device /dev/mapper/tc > /tmp/got
+	ctl template add x $mnt/t --dry-run -q --device /dev/mapper/tc --fiemap > /tmp/got
+	ctl template add x $mnt/t --dry-run -q --device /dev/mapper/tc > /tmp/tree
+	cmp -s /tmp/got /tmp/tree || { diff /tmp/got /tmp/tree | head; die "$label: fs tree and FIEMAP disagree"; }
 	# shellcheck disable=SC2046
 	ref "$@" /dev/mapper/tc $(regular_files) > /tmp/want
 	if ! diff /tmp/got /tmp/want > /tmp/diff; then
@@ -65,7 +71,7 @@ btrfs device scan /dev/mapper/tc /dev/ubdb >/dev/null
 mount /dev/mapper/tc $mnt
 populate
 compare raid1 --all-mirrors
-if ctl template add x $mnt/t --dry-run -q > /dev/null 2>/tmp/err; then
+if ctl template add x $mnt/t --dry-run -q --fiemap > /dev/null 2>/tmp/err; then
 	die "raid1 without --device should be refused"
 fi
 grep -q "multi-device" /tmp/err || die "raid1: unclear refusal: $(cat /tmp/err)"
@@ -78,10 +84,24 @@ mkdir -p $mnt/t
 (yes "compressible line of text for the zstd test" || true) | head -c 20M > $mnt/t/text
 sync
 filefrag -v $mnt/t/text | grep -q encoded || die "the file did not compress"
-ctl template add x $mnt/t --dry-run -q --device /dev/mapper/tc > /tmp/got
+ctl template add x $mnt/t --dry-run -q --device /dev/mapper/tc --fiemap > /tmp/got
 ref --encoded /dev/mapper/tc $mnt/t/text > /tmp/want
 diff /tmp/got /tmp/want > /dev/null || die "compressed: totalcowctl and btrfs-map-logical disagree"
 echo "compressed: $(wc -l < /tmp/got) ranges, same as btrfs-map-logical"
+# The fs tree gives each compressed extent's exact disk range: inside the
+# FIEMAP ranges, and smaller.
+ctl template add x $mnt/t --dry-run -q --device /dev/mapper/tc > /tmp/tree
+python3 - /tmp/tree /tmp/got <<'PY' || die "compressed: fs-tree ranges are not inside the FIEMAP ones"
+import sys
+tree = [tuple(map(int, l.split())) for l in open(sys.argv[1])]
+fiemap = [tuple(map(int, l.split())) for l in open(sys.argv[2])]
+assert tree, "no ranges"
+for s, n in tree:
+    assert any(fs <= s and s + n <= fs + fn for fs, fn in fiemap), (s, n)
+t, f = sum(n for _, n in tree), sum(n for _, n in fiemap)
+assert t < f, (t, f)
+print(f"compressed: fs tree registers {t} sectors, FIEMAP {f}")
+PY
 umount $mnt
 
 # 5. A file system that is not on the totalcow device is refused.
