@@ -196,33 +196,36 @@ static struct totalcow_c *totalcow_find_live(dev_t dev)
 	return NULL;
 }
 
-int totalcow_whitelist_add(dev_t dev, const char *tag, struct tc_range *r,
-			   unsigned int n)
+/* Add or delete ranges of @tag on the live target of @dev. */
+static int totalcow_api_ranges(dev_t dev, const char *tag, struct tc_range *r,
+			       unsigned int n, bool add)
 {
 	struct totalcow_c *tc;
 	int ret = -ENODEV;
 
 	mutex_lock(&totalcow_live_lock);
 	tc = totalcow_find_live(dev);
-	if (tc)
-		ret = totalcow_check_ranges(tc, r, n) ?: totalcow_wl_add(tc, tag, r, n);
+	if (tc) {
+		ret = totalcow_check_ranges(tc, r, n);
+		if (!ret)
+			ret = add ? totalcow_wl_add(tc, tag, r, n) :
+				    totalcow_wl_del(tc, tag, r, n);
+	}
 	mutex_unlock(&totalcow_live_lock);
 	return ret;
+}
+
+int totalcow_whitelist_add(dev_t dev, const char *tag, struct tc_range *r,
+			   unsigned int n)
+{
+	return totalcow_api_ranges(dev, tag, r, n, true);
 }
 EXPORT_SYMBOL_GPL(totalcow_whitelist_add);
 
 int totalcow_whitelist_del(dev_t dev, const char *tag, struct tc_range *r,
 			   unsigned int n)
 {
-	struct totalcow_c *tc;
-	int ret = -ENODEV;
-
-	mutex_lock(&totalcow_live_lock);
-	tc = totalcow_find_live(dev);
-	if (tc)
-		ret = totalcow_check_ranges(tc, r, n) ?: totalcow_wl_del(tc, tag, r, n);
-	mutex_unlock(&totalcow_live_lock);
-	return ret;
+	return totalcow_api_ranges(dev, tag, r, n, false);
 }
 EXPORT_SYMBOL_GPL(totalcow_whitelist_del);
 
