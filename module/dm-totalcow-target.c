@@ -348,14 +348,16 @@ static unsigned int totalcow_start_fill(struct totalcow_c *tc,
 static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 			     struct tc_io *io, sector_t sector)
 {
-	unsigned long seq = tc_cache_seq(&tc->cache);
 	sector_t next, end, aligned;
 	unsigned int nr, count;
+	unsigned long seq;
 	bool covered;
 
 	if (!rcu_access_pointer(tc->wl.active))
 		return totalcow_bypass(tc, bio, sector);
 
+	/* Before the whitelist: see tc_cache_seq(). */
+	seq = tc_cache_seq(&tc->cache);
 	rcu_read_lock();
 	covered = tc_view_lookup(rcu_dereference(tc->wl.active), sector, &next);
 	rcu_read_unlock();
