@@ -24,7 +24,7 @@ KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
-	integration check demo bench bench-dm-overhead bench-registration clean \
+	integration check demo bench bench-dm-overhead bench-registration bench-fig4 clean \
 	distclean help
 
 all: kernel
@@ -89,7 +89,12 @@ bench-registration: $(KERNEL_BASE)
 	@mkdir -p results && cp $(B)/runs/bench-registration/results.jsonl results/registration.jsonl
 	@cat results/registration.jsonl
 
-bench: demo bench-dm-overhead bench-registration
+# Paper Fig. 4 and scaling in N, RAM-backed and modelled hard disk; plots.
+bench-fig4: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/fig4
+
+bench: demo bench-dm-overhead bench-registration bench-fig4
 
 clean:
 	rm -rf $(B)/runs $(OOT) results
