@@ -42,7 +42,8 @@ ctl template add base $mnt/template -q || die "template add failed"
 [ "$(cat $sys/nr_templates)" = 1 ] || die "nr_templates"
 [ "$(cat $sys/base/device)" = "$(dmsetup info -c --noheadings -o major,minor tc | tr -d ' ')" ] ||
 	die "template device"
-ctl template list | grep -q "^base" || die "template list"
+ctl template list > /tmp/list
+grep -q "^base" /tmp/list || die "template list"
 ctl status --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["templates"][0]["name"] == "base" and s["devices"][0]["templates"] == 1' ||
 	die "status --json"
 [ "$(wc -l < $sys/base/extents)" = "$(cat $sys/base/nr_extents)" ] || die "extents listing"
