@@ -28,6 +28,7 @@
 
 #include "../module/dm-totalcow.h"
 #include "../module/totalcow-parse.h"
+#include "totalcow-sysfs.h"
 
 /* The fixed width of one line of templates/<name>/extents. */
 #define TC_EXTENT_LINE 42
@@ -375,6 +376,11 @@ static struct attribute *tc_templates_attrs[] = {
 static const struct attribute_group tc_templates_group = {
 	.attrs = tc_templates_attrs,
 };
+
+struct kobject *totalcow_sysfs_kobj(void)
+{
+	return totalcow_kobj;
+}
 
 static int __init totalcow_sysfs_init(void)
 {

@@ -1,0 +1,908 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * TotalCOW page-cache sharing among the snapshots of a template (paper
+ * §2.2, docs/design.md): the policy behind the page-cache alias entries of
+ * mm-patches/0002.
+ *
+ * A group is a read-only template subvolume and the snapshot subvolumes
+ * ("members") made from it. A member file is bound to the template file at
+ * the same relative path if that file has the same inode number and
+ * generation (a snapshot keeps both; a renamed or replaced file does not),
+ * lies in the member's own subvolume (not a nested one) and can be denied
+ * writes (like a running executable: ETXTBSY) for as long as the binding
+ * lives. A read miss in a bound file reads the template's pages and the
+ * member's (layer 1 serves the second read from memory), screens each pair
+ * with the one-byte signature and compares it in full; an identical member
+ * page leaves the page cache and an alias entry takes its place. Reads of
+ * the alias copy from the template's page. A write or a fault replaces the
+ * alias with a private copy, made in memory, and marks the page private.
+ * Content is always verified, so a wrongly configured group wastes work but
+ * never returns a wrong byte.
+ *
+ *   groups/create   "<name> <template dir>"
+ *   groups/add      "<name> <member dir>"
+ *   groups/delete   "<name>"
+ *   groups/<name>/{template,members,stats}
+ */
+
+#include <linux/capability.h>
+#include <linux/dcache.h>
+#include <linux/fs.h>
+#include <linux/highmem.h>
+#include <linux/kobject.h>
+#include <linux/magic.h>
+#include <linux/mount.h>
+#include <linux/namei.h>
+#include <linux/page_alias.h>
+#include <linux/pagemap.h>
+#include <linux/rhashtable.h>
+#include <linux/sched/clock.h>
+#include <linux/slab.h>
+#include <linux/stat.h>
+#include <linux/string.h>
+#include <linux/swap.h>
+#include <linux/sysfs.h>
+#include <linux/workqueue.h>
+
+#include "../sysfs/totalcow-sysfs.h"
+#include "totalcow-sig.h"
+#include "totalcow-whitelist.h"
+
+/* The largest window one read miss shares at once, in pages (4 MiB). */
+#define TC_SHARE_WINDOW 1024
+
+enum tc_stat {
+	TC_FILES_BOUND,
+	TC_FILES_REFUSED,
+	TC_ALIASES_INSTALLED,
+	TC_ALIASES_RESOLVED,
+	TC_ALIASES_LOST,
+	TC_PRIVATE_SKIPS,
+	TC_HASH_REJECTS,
+	TC_MEMCMP_MISMATCHES,
+	TC_COMPARES,
+	TC_COW_BREAKS,
+	TC_SHARE_NS,
+	TC_NR_STATS
+};
+
+static const char * const tc_stat_names[TC_NR_STATS] = {
+	"files_bound", "files_refused", "aliases_installed",
+	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",
+	"memcmp_mismatches", "compares", "cow_breaks", "share_ns",
+};
+
+struct tc_member {
+	struct list_head list;
+	struct path root;
+	u32 dev;		/* st_dev of the subvolume */
+};
+
+struct tc_group {
+	struct kobject kobj;
+	struct list_head list;
+	char name[TC_TAG_MAX + 1];
+	struct path template;
+	struct list_head members;	/* tc_member, under tc_groups_lock */
+	struct list_head files;		/* tc_file, under tc_files_lock */
+	atomic_long_t stats[TC_NR_STATS];
+};
+
+/* A member file bound to its template file. */
+struct tc_file {
+	struct rhash_head node;
+	struct address_space *mapping;	/* the key */
+	struct inode *tinode;		/* write-denied while bound */
+	struct tc_group *group;
+	struct list_head list;		/* in group->files */
+	refcount_t ref;
+	pgoff_t nr_pages;		/* of the template file, when bound */
+	u8 *sig;			/* member signatures */
+	u8 *thash;			/* template hashes, or TC_SIG_UNKNOWN */
+	struct rcu_work free_work;
+};
+
+static const struct rhashtable_params tc_file_params = {
+	.key_len = sizeof(struct address_space *),
+	.key_offset = offsetof(struct tc_file, mapping),
+	.head_offset = offsetof(struct tc_file, node),
+	.automatic_shrinking = true,
+};
+
+static struct rhashtable tc_files;
+/* Binding and unbinding files; never held across an allocation that can
+ * enter reclaim, because eviction (->release) takes it.
+ */
+static DEFINE_SPINLOCK(tc_files_lock);
+static DEFINE_MUTEX(tc_groups_lock);	/* groups, members, sysfs */
+static LIST_HEAD(tc_groups);
+static struct kobject *groups_kobj;
+
+static void tc_count(struct tc_group *g, enum tc_stat s, long n)
+{
+	atomic_long_add(n, &g->stats[s]);
+}
+
+static void tc_file_free_work(struct work_struct *work)
+{
+	struct tc_file *tf = container_of(to_rcu_work(work), struct tc_file,
+					  free_work);
+
+	atomic_inc(&tf->tinode->i_writecount);	/* allow writes again */
+	iput(tf->tinode);
+	kobject_put(&tf->group->kobj);
+	kvfree(tf->sig);
+	kvfree(tf->thash);
+	kfree(tf);
+}
+
+static void tc_file_put(struct tc_file *tf)
+{
+	if (refcount_dec_and_test(&tf->ref)) {
+		INIT_RCU_WORK(&tf->free_work, tc_file_free_work);
+		queue_rcu_work(system_wq, &tf->free_work);
+	}
+}
+
+/* Under RCU: the live binding of @mapping, without a reference. */
+static struct tc_file *tc_file_lookup(struct address_space *mapping)
+{
+	return rhashtable_lookup(&tc_files, &mapping, tc_file_params);
+}
+
+static struct tc_file *tc_file_get(struct address_space *mapping)
+{
+	struct tc_file *tf;
+
+	rcu_read_lock();
+	tf = tc_file_lookup(mapping);
+	if (tf && !refcount_inc_not_zero(&tf->ref))
+		tf = NULL;
+	rcu_read_unlock();
+	return tf;
+}
+
+/*
+ * Unbind @tf: no new lookups find it, its aliases are gone, and it is freed
+ * after the last reference. Caller holds tc_files_lock, under which the
+ * member inode cannot finish eviction (->release waits for the lock).
+ */
+static void tc_file_unbind(struct tc_file *tf)
+{
+	lockdep_assert_held(&tc_files_lock);
+	rhashtable_remove_fast(&tc_files, &tf->node, tc_file_params);
+	list_del_init(&tf->list);
+	filemap_clear_page_aliases(tf->mapping);
+	clear_bit(AS_PAGE_ALIASES, &tf->mapping->flags);
+	tc_file_put(tf);
+}
+
+static u32 tc_path_dev(const struct path *path)
+{
+	struct kstat st;
+
+	if (vfs_getattr(path, &st, STATX_INO, AT_STATX_DONT_SYNC))
+		return 0;
+	return new_encode_dev(st.dev);
+}
+
+/* The member root of a group that @path lies in, with its group. */
+static struct tc_member *tc_find_member(const struct path *path,
+					struct tc_group **gp)
+{
+	struct tc_member *m;
+	struct tc_group *g;
+
+	lockdep_assert_held(&tc_groups_lock);
+	list_for_each_entry(g, &tc_groups, list) {
+		list_for_each_entry(m, &g->members, list) {
+			if (path->mnt->mnt_sb == m->root.dentry->d_sb &&
+			    is_subdir(path->dentry, m->root.dentry)) {
+				*gp = g;
+				return m;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* @path relative to @root (an ancestor), into @buf; NULL if too long. */
+static const char *tc_relative_path(const struct path *path,
+				    const struct path *root, char *buf,
+				    char *rbuf)
+{
+	char *p = dentry_path_raw(path->dentry, buf, PATH_MAX);
+	char *r = dentry_path_raw(root->dentry, rbuf, PATH_MAX);
+	size_t n;
+
+	if (IS_ERR(p) || IS_ERR(r))
+		return NULL;
+	n = strlen(r);
+	if (n == 1)	/* the root of the file system */
+		n = 0;
+	if (strncmp(p, r, n) || p[n] != '/' || !p[n + 1])
+		return NULL;
+	return p + n + 1;
+}
+
+/*
+ * Find the template file of @file, a member file; deny writes to it and
+ * take a reference. NULL if the file cannot be shared.
+ */
+static struct inode *tc_template_of(struct file *file, struct tc_group *g,
+				    struct tc_member *m)
+{
+	struct inode *inode = file_inode(file), *t;
+	char *buf, *rbuf;
+	struct path tp;
+	const char *rel;
+	int err;
+
+	if (!S_ISREG(inode->i_mode) || tc_path_dev(&file->f_path) != m->dev)
+		return NULL;	/* not a file, or in a nested subvolume */
+	buf = kmalloc(2 * PATH_MAX, GFP_KERNEL);
+	if (!buf)
+		return NULL;
+	rbuf = buf + PATH_MAX;
+	rel = tc_relative_path(&file->f_path, &m->root, buf, rbuf);
+	err = rel ? vfs_path_lookup(g->template.dentry, g->template.mnt, rel,
+				    0, &tp) : -ENAMETOOLONG;
+	kfree(buf);
+	if (err)
+		return NULL;
+	t = d_inode(tp.dentry);
+	/* A snapshot keeps inode numbers and generations; a new file not. */
+	if (!S_ISREG(t->i_mode) || t->i_ino != inode->i_ino ||
+	    t->i_generation != inode->i_generation || t == inode ||
+	    !atomic_dec_unless_positive(&t->i_writecount)) {
+		path_put(&tp);
+		return NULL;
+	}
+	ihold(t);
+	path_put(&tp);
+	return t;
+}
+
+static struct tc_file *tc_file_bind(struct file *file,
+				    struct address_space *mapping)
+{
+	struct tc_file *tf, *old;
+	struct tc_member *m;
+	struct tc_group *g;
+	struct inode *t;
+	pgoff_t nr;
+
+	mutex_lock(&tc_groups_lock);
+	tf = tc_file_get(mapping);
+	if (tf)
+		goto unlock;
+	m = tc_find_member(&file->f_path, &g);
+	if (!m) {
+		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+		goto unlock;
+	}
+	t = tc_template_of(file, g, m);
+	if (!t) {
+		tc_count(g, TC_FILES_REFUSED, 1);
+		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+		goto unlock;
+	}
+	nr = DIV_ROUND_UP(i_size_read(t), PAGE_SIZE);
+	tf = kzalloc(sizeof(*tf), GFP_KERNEL);
+	if (tf) {
+		tf->sig = kvzalloc(nr ?: 1, GFP_KERNEL);
+		tf->thash = kvmalloc(nr ?: 1, GFP_KERNEL);
+	}
+	if (!tf || !tf->sig || !tf->thash)
+		goto nomem;
+	memset(tf->thash, TC_SIG_UNKNOWN, nr ?: 1);
+	tf->mapping = mapping;
+	tf->tinode = t;
+	tf->group = g;
+	tf->nr_pages = nr;
+	refcount_set(&tf->ref, 2);	/* the binding's and ours */
+	kobject_get(&g->kobj);
+
+	spin_lock(&tc_files_lock);
+	old = rhashtable_lookup_get_insert_fast(&tc_files, &tf->node,
+						tc_file_params);
+	if (!old) {
+		list_add_tail(&tf->list, &g->files);
+		set_bit(AS_PAGE_ALIASES, &mapping->flags);
+	}
+	spin_unlock(&tc_files_lock);
+	if (old) {	/* cannot be: we hold tc_groups_lock */
+		tf->tinode = NULL;
+		kobject_put(&g->kobj);
+		goto nomem;
+	}
+	tc_count(g, TC_FILES_BOUND, 1);
+	goto unlock;
+
+nomem:
+	if (tf) {
+		kvfree(tf->sig);
+		kvfree(tf->thash);
+		kfree(tf);
+	}
+	tf = NULL;
+	atomic_inc(&t->i_writecount);
+	iput(t);
+unlock:
+	mutex_unlock(&tc_groups_lock);
+	return tf;
+}
+
+/*
+ * Share member page @mf (a reference held) at @index with the template's
+ * page @tfolio (uptodate, a reference held) if they are identical.
+ */
+static void tc_share_page(struct tc_file *tf, struct folio *mf,
+			  struct folio *tfolio, pgoff_t index)
+{
+	struct tc_group *g = tf->group;
+	bool same = false;
+	void *m, *t;
+	u8 h, th;
+
+	if (READ_ONCE(tf->sig[index]) & TC_SIG_PRIVATE) {
+		tc_count(g, TC_PRIVATE_SKIPS, 1);
+		return;
+	}
+	folio_lock(mf);
+	if (mf->mapping != tf->mapping || !folio_test_uptodate(mf) ||
+	    folio_test_large(mf) || folio_test_dirty(mf) || folio_mapped(mf))
+		goto unlock;
+	m = kmap_local_folio(mf, 0);
+	t = kmap_local_folio(tfolio, 0);
+	h = tc_sig_hash(m, PAGE_SIZE);
+	th = READ_ONCE(tf->thash[index]);
+	if (th == TC_SIG_UNKNOWN) {
+		th = tc_sig_hash(t, PAGE_SIZE);
+		WRITE_ONCE(tf->thash[index], th);
+	}
+	WRITE_ONCE(tf->sig[index], h);
+	switch (tc_sig_screen(h, th)) {
+	case TC_SCREEN_HASH:
+		tc_count(g, TC_HASH_REJECTS, 1);
+		break;
+	case TC_SCREEN_PRIVATE:
+		break;
+	case TC_SCREEN_COMPARE:
+		tc_count(g, TC_COMPARES, 1);
+		same = !memcmp(m, t, PAGE_SIZE);
+		if (!same)
+			tc_count(g, TC_MEMCMP_MISMATCHES, 1);
+		break;
+	}
+	kunmap_local(t);
+	kunmap_local(m);
+	if (same &&
+	    filemap_replace_folio_alias(tf->mapping, mf, xa_mk_page_alias(h)))
+		tc_count(g, TC_ALIASES_INSTALLED, 1);
+unlock:
+	folio_unlock(mf);
+}
+
+/* Wait until the template's folios in [@index, @last) are read. */
+static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
+			     pgoff_t last)
+{
+	struct folio_batch fbatch;
+	unsigned int i;
+
+	folio_batch_init(&fbatch);
+	while (index < last &&
+	       filemap_get_folios(tmapping, &index, last - 1, &fbatch)) {
+		for (i = 0; i < folio_batch_count(&fbatch); i++)
+			folio_wait_locked(fbatch.folios[i]);
+		folio_batch_release(&fbatch);
+	}
+}
+
+/* ->read_miss: read the template's and the member's pages, then share. */
+static bool tc_read_miss(struct file *file, struct address_space *mapping,
+			 pgoff_t index, pgoff_t end)
+{
+	struct file_ra_state ra = { };
+	struct address_space *tmapping;
+	struct tc_file *tf;
+	pgoff_t last, i;
+	u64 start;
+
+	tf = tc_file_get(mapping);
+	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags))
+		tf = tc_file_bind(file, mapping);
+	if (!tf)
+		return false;
+	/* Up to the template's end, in windows of the member's readahead. */
+	last = index + clamp_t(pgoff_t, max_t(pgoff_t, end - index,
+					      file->f_ra.ra_pages),
+			       1, TC_SHARE_WINDOW);
+	last = min3(last, tf->nr_pages,
+		    (pgoff_t)DIV_ROUND_UP(i_size_read(mapping->host), PAGE_SIZE));
+	if (index >= last) {
+		tc_file_put(tf);
+		return false;
+	}
+	start = local_clock();
+	tmapping = tf->tinode->i_mapping;
+	{
+		DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, index);
+		DEFINE_READAHEAD(mractl, file, &ra, mapping, index);
+
+		page_cache_ra_unbounded(&tractl, last - index, 0);
+		/*
+		 * The member's blocks are the template's: read them once the
+		 * template's reads are done, so that layer 1 serves them from
+		 * memory instead of missing on fills still in flight.
+		 */
+		tc_wait_template(tmapping, index, last);
+		page_cache_ra_unbounded(&mractl, last - index, 0);
+	}
+	/* New folios wait in this CPU's LRU batch, with a reference. */
+	lru_add_drain();
+	for (i = index; i < last; i++) {
+		struct folio *mf, *tfolio;
+
+		mf = filemap_get_folio(mapping, i);
+		if (IS_ERR(mf))
+			continue;	/* an alias, or nothing */
+		tfolio = read_mapping_folio(tmapping, i, NULL);
+		if (!IS_ERR(tfolio)) {
+			if (!folio_test_large(tfolio))
+				tc_share_page(tf, mf, tfolio, i);
+			folio_put(tfolio);
+		}
+		folio_put(mf);
+		if (fatal_signal_pending(current))
+			break;
+	}
+	tc_count(tf->group, TC_SHARE_NS, local_clock() - start);
+	tc_file_put(tf);
+	return true;
+}
+
+/* The template's uptodate order-0 folio at @index, referenced; or NULL. */
+static struct folio *tc_template_folio(struct tc_file *tf, pgoff_t index)
+{
+	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
+	struct folio *folio;
+
+repeat:
+	xas_reset(&xas);
+	folio = xas_load(&xas);
+	if (xas_retry(&xas, folio))
+		goto repeat;
+	if (!folio || xa_is_value(folio))
+		return NULL;
+	if (!folio_try_get(folio))
+		goto repeat;
+	if (unlikely(folio != xas_reload(&xas))) {
+		folio_put(folio);
+		goto repeat;
+	}
+	if (!folio_test_uptodate(folio) || folio_test_large(folio)) {
+		folio_put(folio);
+		return NULL;
+	}
+	return folio;
+}
+
+/* ->resolve, under RCU. */
+static struct folio *tc_resolve(struct address_space *mapping, pgoff_t index,
+				void *entry)
+{
+	struct tc_file *tf = tc_file_lookup(mapping);
+	struct folio *folio;
+
+	if (!tf)
+		return NULL;
+	folio = tc_template_folio(tf, index);
+	tc_count(tf->group, folio ? TC_ALIASES_RESOLVED : TC_ALIASES_LOST, 1);
+	return folio;
+}
+
+/* ->broken: a write or a fault gets a private copy, made in memory. */
+static void tc_broken(struct address_space *mapping, struct folio *folio,
+		      void *entry)
+{
+	struct folio *tfolio = NULL;
+	struct tc_file *tf;
+
+	rcu_read_lock();
+	tf = tc_file_lookup(mapping);
+	if (tf) {
+		if (folio->index < tf->nr_pages)
+			WRITE_ONCE(tf->sig[folio->index],
+				   tf->sig[folio->index] | TC_SIG_PRIVATE);
+		tc_count(tf->group, TC_COW_BREAKS, 1);
+		if (!folio_test_large(folio))
+			tfolio = tc_template_folio(tf, folio->index);
+	}
+	rcu_read_unlock();
+	if (tfolio) {
+		folio_copy(folio, tfolio);
+		folio_mark_uptodate(folio);
+		folio_put(tfolio);
+	}
+}
+
+/* ->release: the member inode is being evicted. */
+static void tc_release(struct address_space *mapping)
+{
+	struct tc_file *tf;
+
+	spin_lock(&tc_files_lock);
+	rcu_read_lock();
+	tf = tc_file_lookup(mapping);
+	rcu_read_unlock();
+	if (tf)
+		tc_file_unbind(tf);
+	spin_unlock(&tc_files_lock);
+}
+
+static const struct page_alias_ops tc_alias_ops = {
+	.resolve = tc_resolve,
+	.read_miss = tc_read_miss,
+	.broken = tc_broken,
+	.release = tc_release,
+};
+
+/* Let every inode of @sb be classified again at its next read miss. */
+static void tc_reclassify(struct super_block *sb)
+{
+	struct inode *inode;
+
+	spin_lock(&sb->s_inode_list_lock);
+	list_for_each_entry(inode, &sb->s_inodes, i_sb_list)
+		clear_bit(AS_NO_PAGE_ALIASES, &inode->i_mapping->flags);
+	spin_unlock(&sb->s_inode_list_lock);
+}
+
+/* sysfs */
+
+#define to_group(k) container_of(k, struct tc_group, kobj)
+
+static ssize_t template_show(struct kobject *kobj, struct kobj_attribute *attr,
+			     char *buf)
+{
+	char *p = d_path(&to_group(kobj)->template, buf, PAGE_SIZE - 1);
+
+	if (IS_ERR(p))
+		return PTR_ERR(p);
+	return sysfs_emit(buf, "%s\n", p);
+}
+
+static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
+			    char *buf)
+{
+	struct tc_group *g = to_group(kobj);
+	char *tmp = (char *)__get_free_page(GFP_KERNEL);
+	struct tc_member *m;
+	int len = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	mutex_lock(&tc_groups_lock);
+	list_for_each_entry(m, &g->members, list) {
+		char *p = d_path(&m->root, tmp, PAGE_SIZE);
+
+		if (!IS_ERR(p))
+			len += sysfs_emit_at(buf, len, "%s\n", p);
+	}
+	mutex_unlock(&tc_groups_lock);
+	free_page((unsigned long)tmp);
+	return len;
+}
+
+/* Pages of bound member files whose slot is an alias now. */
+static unsigned long tc_pages_shared(struct tc_group *g)
+{
+	unsigned long n = 0;
+	struct tc_file *tf;
+
+	spin_lock(&tc_files_lock);
+	list_for_each_entry(tf, &g->files, list) {
+		XA_STATE(xas, &tf->mapping->i_pages, 0);
+		void *entry;
+
+		rcu_read_lock();
+		xas_for_each(&xas, entry, ULONG_MAX) {
+			if (xas_retry(&xas, entry))
+				continue;
+			if (xa_is_page_alias(entry))
+				n++;
+		}
+		rcu_read_unlock();
+	}
+	spin_unlock(&tc_files_lock);
+	return n;
+}
+
+/*
+ * One "<name> <value>" line per counter; pages_shared is the number of
+ * alias entries now, the rest count events since the group was created.
+ */
+static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
+			  char *buf)
+{
+	struct tc_group *g = to_group(kobj);
+	int i, len;
+
+	len = sysfs_emit(buf, "pages_shared %lu\n", tc_pages_shared(g));
+	for (i = 0; i < TC_NR_STATS; i++)
+		len += sysfs_emit_at(buf, len, "%s %ld\n", tc_stat_names[i],
+				     atomic_long_read(&g->stats[i]));
+	return len;
+}
+
+static struct kobj_attribute template_attr = __ATTR_RO_MODE(template, 0400);
+static struct kobj_attribute members_attr = __ATTR_RO_MODE(members, 0400);
+static struct kobj_attribute stats_attr = __ATTR_RO_MODE(stats, 0400);
+
+static struct attribute *tc_group_attrs[] = {
+	&template_attr.attr,
+	&members_attr.attr,
+	&stats_attr.attr,
+	NULL,
+};
+ATTRIBUTE_GROUPS(tc_group);
+
+static void tc_group_release(struct kobject *kobj)
+{
+	struct tc_group *g = to_group(kobj);
+	struct tc_member *m, *n;
+
+	list_for_each_entry_safe(m, n, &g->members, list) {
+		path_put(&m->root);
+		kfree(m);
+	}
+	path_put(&g->template);
+	kfree(g);
+}
+
+static const struct kobj_type tc_group_ktype = {
+	.release = tc_group_release,
+	.sysfs_ops = &kobj_sysfs_ops,
+	.default_groups = tc_group_groups,
+};
+
+static struct tc_group *tc_group_find(const char *name)
+{
+	struct tc_group *g;
+
+	lockdep_assert_held(&tc_groups_lock);
+	list_for_each_entry(g, &tc_groups, list)
+		if (!strcmp(g->name, name))
+			return g;
+	return NULL;
+}
+
+/*
+ * "<name> <path>": the name, and a path that is the rest of the line
+ * (it may hold spaces) without the final newline.
+ */
+static int tc_parse_name_path(const char *buf, size_t count, char *name,
+			      char **path)
+{
+	const char *sp = strchr(buf, ' ');
+	size_t n;
+
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (!sp || sp - buf > TC_TAG_MAX)
+		return -EINVAL;
+	memcpy(name, buf, sp - buf);
+	name[sp - buf] = '\0';
+	if (!tc_tag_name_valid(name))
+		return -EINVAL;
+	n = count - (sp + 1 - buf);
+	if (n && sp[n] == '\n')
+		n--;
+	if (!n || sp[1] != '/')
+		return -EINVAL;
+	*path = kstrndup(sp + 1, n, GFP_KERNEL);
+	return *path ? 0 : -ENOMEM;
+}
+
+/* A directory on btrfs; @ro: writes to it fail with EROFS. */
+static int tc_lookup_dir(const char *name, struct path *p, bool ro)
+{
+	int err = kern_path(name, LOOKUP_FOLLOW | LOOKUP_DIRECTORY, p);
+
+	if (err)
+		return err;
+	if (p->dentry->d_sb->s_magic != BTRFS_SUPER_MAGIC) {
+		pr_warn("totalcow: groups: %s is not on btrfs\n", name);
+		err = -EINVAL;
+	} else if (ro && inode_permission(&nop_mnt_idmap, d_inode(p->dentry),
+					  MAY_WRITE) != -EROFS) {
+		pr_warn("totalcow: groups: template %s is not read-only\n",
+			name);
+		err = -EINVAL;
+	}
+	if (err)
+		path_put(p);
+	return err;
+}
+
+static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
+			    const char *buf, size_t count)
+{
+	char name[TC_TAG_MAX + 1], *dir = NULL;
+	struct tc_group *g;
+	int err, i;
+
+	err = tc_parse_name_path(buf, count, name, &dir);
+	if (err) {
+		if (err == -EINVAL)
+			pr_warn("totalcow: groups/create: want \"<name> <template directory>\"\n");
+		return err;
+	}
+	g = kzalloc(sizeof(*g), GFP_KERNEL);
+	if (!g) {
+		kfree(dir);
+		return -ENOMEM;
+	}
+	err = tc_lookup_dir(dir, &g->template, true);
+	kfree(dir);
+	if (err) {
+		kfree(g);
+		return err;
+	}
+	strscpy(g->name, name, sizeof(g->name));
+	INIT_LIST_HEAD(&g->members);
+	INIT_LIST_HEAD(&g->files);
+	for (i = 0; i < TC_NR_STATS; i++)
+		atomic_long_set(&g->stats[i], 0);
+
+	mutex_lock(&tc_groups_lock);
+	if (tc_group_find(name)) {
+		err = -EEXIST;
+	} else {
+		err = kobject_init_and_add(&g->kobj, &tc_group_ktype,
+					   groups_kobj, "%s", g->name);
+		if (!err) {
+			list_add_tail(&g->list, &tc_groups);
+			page_alias_enable();
+		}
+		g = NULL;	/* freed by kobject_put() on failure */
+	}
+	mutex_unlock(&tc_groups_lock);
+	if (err && g) {
+		path_put(&g->template);
+		kfree(g);
+	}
+	return err ?: count;
+}
+
+static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
+			 const char *buf, size_t count)
+{
+	char name[TC_TAG_MAX + 1], *dir = NULL;
+	struct tc_member *m;
+	struct tc_group *g, *og;
+	int err;
+
+	err = tc_parse_name_path(buf, count, name, &dir);
+	if (err) {
+		if (err == -EINVAL)
+			pr_warn("totalcow: groups/add: want \"<name> <member directory>\"\n");
+		return err;
+	}
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m) {
+		kfree(dir);
+		return -ENOMEM;
+	}
+	err = tc_lookup_dir(dir, &m->root, false);
+	if (err) {
+		kfree(dir);
+		kfree(m);
+		return err;
+	}
+	m->dev = tc_path_dev(&m->root);
+
+	mutex_lock(&tc_groups_lock);
+	g = tc_group_find(name);
+	if (!g) {
+		err = -ENOENT;
+	} else if (m->root.dentry->d_sb != g->template.dentry->d_sb) {
+		pr_warn("totalcow: groups/add %s: %s is not on the template's file system\n",
+			name, dir);
+		err = -EINVAL;
+	} else if (is_subdir(m->root.dentry, g->template.dentry) ||
+		   is_subdir(g->template.dentry, m->root.dentry)) {
+		pr_warn("totalcow: groups/add %s: %s overlaps the template\n",
+			name, dir);
+		err = -EINVAL;
+	} else if (tc_find_member(&m->root, &og)) {
+		pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
+			name, dir, og->name);
+		err = -EEXIST;
+	} else {
+		list_add_tail(&m->list, &g->members);
+		tc_reclassify(m->root.dentry->d_sb);
+		m = NULL;
+	}
+	mutex_unlock(&tc_groups_lock);
+	kfree(dir);
+	if (m) {
+		path_put(&m->root);
+		kfree(m);
+	}
+	return err ?: count;
+}
+
+static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
+			    const char *buf, size_t count)
+{
+	char name[TC_TAG_MAX + 2];
+	struct tc_file *tf, *n;
+	struct tc_group *g;
+
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (strscpy(name, buf, sizeof(name)) < 0)
+		return -EINVAL;
+	strim(name);
+	if (!tc_tag_name_valid(name))
+		return -EINVAL;
+	mutex_lock(&tc_groups_lock);
+	g = tc_group_find(name);
+	if (!g) {
+		mutex_unlock(&tc_groups_lock);
+		return -ENOENT;
+	}
+	list_del(&g->list);
+	spin_lock(&tc_files_lock);
+	list_for_each_entry_safe(tf, n, &g->files, list)
+		tc_file_unbind(tf);
+	spin_unlock(&tc_files_lock);
+	page_alias_disable();
+	mutex_unlock(&tc_groups_lock);
+	kobject_del(&g->kobj);
+	kobject_put(&g->kobj);
+	return count;
+}
+
+static struct kobj_attribute create_attr = __ATTR_WO(create);
+static struct kobj_attribute add_attr = __ATTR_WO(add);
+static struct kobj_attribute delete_attr = __ATTR_WO(delete);
+
+static struct attribute *tc_groups_attrs[] = {
+	&create_attr.attr,
+	&add_attr.attr,
+	&delete_attr.attr,
+	NULL,
+};
+
+static const struct attribute_group tc_groups_group = {
+	.attrs = tc_groups_attrs,
+};
+
+static int __init totalcow_share_init(void)
+{
+	struct kobject *mm_totalcow;
+	int err;
+
+	err = rhashtable_init(&tc_files, &tc_file_params);
+	if (err)
+		return err;
+	mm_totalcow = totalcow_sysfs_kobj();
+	groups_kobj = kobject_create_and_add("groups", mm_totalcow);
+	if (!groups_kobj)
+		return -ENOMEM;
+	err = sysfs_create_group(groups_kobj, &tc_groups_group);
+	if (err) {
+		kobject_put(groups_kobj);
+		return err;
+	}
+	return page_alias_register(&tc_alias_ops);
+}
+late_initcall_sync(totalcow_share_init);
+
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#include "totalcow_share_kunit.c"
+#endif

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * KUnit tests for TotalCOW page-cache sharing (included at the end of
+ * totalcow-share.c): the one-byte signature and its screen, and the alias
+ * entry encoding.
+ */
+
+#include <kunit/test.h>
+
+static void tc_sig_hash_is_seven_bits_and_content_bound(struct kunit *test)
+{
+	u8 *a = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	u8 *b = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	unsigned int seen[128] = { }, i, distinct = 0;
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	KUNIT_ASSERT_NOT_NULL(test, b);
+	KUNIT_EXPECT_EQ(test, tc_sig_hash(a, PAGE_SIZE), tc_sig_hash(b, PAGE_SIZE));
+	for (i = 0; i < 1024; i++) {
+		u8 h;
+
+		memset(a, 0, PAGE_SIZE);
+		*(u32 *)(a + (i * 37) % (PAGE_SIZE - 4)) = i + 1;
+		h = tc_sig_hash(a, PAGE_SIZE);
+		KUNIT_ASSERT_EQ(test, h & TC_SIG_PRIVATE, 0);
+		if (!seen[h]++)
+			distinct++;
+	}
+	/* 1024 different pages spread over (nearly) all 128 values. */
+	KUNIT_EXPECT_GE(test, distinct, 120U);
+	for (i = 0; i < 128; i++)
+		KUNIT_EXPECT_LT(test, seen[i], 32U);
+}
+
+static void tc_sig_screen_orders_private_hash_compare(struct kunit *test)
+{
+	KUNIT_EXPECT_EQ(test, tc_sig_screen(0x12, 0x12), TC_SCREEN_COMPARE);
+	KUNIT_EXPECT_EQ(test, tc_sig_screen(0x12, 0x13), TC_SCREEN_HASH);
+	KUNIT_EXPECT_EQ(test, tc_sig_screen(0x12 | TC_SIG_PRIVATE, 0x12),
+			TC_SCREEN_PRIVATE);
+	KUNIT_EXPECT_EQ(test, tc_sig_screen(TC_SIG_PRIVATE, 0x55),
+			TC_SCREEN_PRIVATE);
+	/* Only 7 bits of the template's hash count. */
+	KUNIT_EXPECT_EQ(test, tc_sig_screen(0x7f, 0xff), TC_SCREEN_COMPARE);
+}
+
+static void tc_alias_entry_roundtrip_and_shadow_apart(struct kunit *test)
+{
+	unsigned int v;
+
+	for (v = 0; v < 256; v++) {
+		void *e = xa_mk_page_alias(v);
+
+		KUNIT_EXPECT_TRUE(test, xa_is_value(e));
+		KUNIT_EXPECT_TRUE(test, xa_is_page_alias(e));
+		KUNIT_EXPECT_EQ(test, xa_page_alias_data(e), v);
+	}
+	/* Workingset shadows keep bit 0 clear; pointers are no values. */
+	KUNIT_EXPECT_FALSE(test, xa_is_page_alias(xa_mk_value(0)));
+	KUNIT_EXPECT_FALSE(test, xa_is_page_alias(xa_mk_value(0x1234 << 1)));
+	KUNIT_EXPECT_FALSE(test, xa_is_page_alias(test));
+	KUNIT_EXPECT_FALSE(test, xa_is_page_alias(NULL));
+}
+
+static void tc_screen_counts_are_named(struct kunit *test)
+{
+	int i;
+
+	for (i = 0; i < TC_NR_STATS; i++)
+		KUNIT_EXPECT_NOT_NULL(test, tc_stat_names[i]);
+}
+
+static struct kunit_case tc_share_cases[] = {
+	KUNIT_CASE(tc_sig_hash_is_seven_bits_and_content_bound),
+	KUNIT_CASE(tc_sig_screen_orders_private_hash_compare),
+	KUNIT_CASE(tc_alias_entry_roundtrip_and_shadow_apart),
+	KUNIT_CASE(tc_screen_counts_are_named),
+	{}
+};
+
+static struct kunit_suite tc_share_suite = {
+	.name = "totalcow-share",
+	.test_cases = tc_share_cases,
+};
+kunit_test_suite(tc_share_suite);
