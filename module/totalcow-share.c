@@ -55,6 +55,7 @@ enum tc_stat {
 	TC_FILES_BOUND,
 	TC_FILES_REFUSED,
 	TC_ALIASES_INSTALLED,
+	TC_ALIASES_PROVEN,
 	TC_ALIASES_RESOLVED,
 	TC_ALIASES_LOST,
 	TC_PRIVATE_SKIPS,
@@ -67,7 +68,7 @@ enum tc_stat {
 };
 
 static const char * const tc_stat_names[TC_NR_STATS] = {
-	"files_bound", "files_refused", "aliases_installed",
+	"files_bound", "files_refused", "aliases_installed", "aliases_proven",
 	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",
 	"memcmp_mismatches", "compares", "cow_breaks", "share_ns",
 };
@@ -384,6 +385,88 @@ unlock:
 	folio_unlock(mf);
 }
 
+/* The template's uptodate order-0 folio at @index, referenced; or NULL. */
+static struct folio *tc_template_folio(struct tc_file *tf, pgoff_t index)
+{
+	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
+	struct folio *folio;
+
+	rcu_read_lock();
+repeat:
+	xas_reset(&xas);
+	folio = xas_load(&xas);
+	if (xas_retry(&xas, folio))
+		goto repeat;
+	if (!folio || xa_is_value(folio))
+		goto none;
+	if (!folio_try_get(folio))
+		goto repeat;
+	if (unlikely(folio != xas_reload(&xas))) {
+		folio_put(folio);
+		goto repeat;
+	}
+	if (folio_test_uptodate(folio) && !folio_test_large(folio))
+		goto out;
+	folio_put(folio);
+none:
+	folio = NULL;
+out:
+	rcu_read_unlock();
+	return folio;
+}
+
+/*
+ * A member file whose ctime, mtime and size are the template file's has not
+ * changed since the snapshot: every change of data (write, mmap write,
+ * truncate, fallocate, direct I/O, reflink) sets the changed file's ctime
+ * to the current time, and users cannot set ctime. Its pages are then the
+ * template's without reading them.
+ */
+static bool tc_file_pristine(struct tc_file *tf)
+{
+	struct inode *m = tf->mapping->host, *t = tf->tinode;
+	struct timespec64 mc = inode_get_ctime(m), tc = inode_get_ctime(t);
+	struct timespec64 mm = inode_get_mtime(m), tm = inode_get_mtime(t);
+
+	return timespec64_equal(&mc, &tc) && timespec64_equal(&mm, &tm) &&
+	       i_size_read(m) == i_size_read(t);
+}
+
+/*
+ * Alias the empty slots of [@index, @last) of a pristine member file to the
+ * template's pages, which are uptodate by now. Under the invalidate lock
+ * no truncation passes; a write that began meanwhile has changed ctime
+ * before its data reached any page, so if the file is no longer pristine
+ * afterwards, the aliases go again.
+ */
+static void tc_alias_proven(struct tc_file *tf, pgoff_t index, pgoff_t last)
+{
+	struct address_space *mapping = tf->mapping;
+	unsigned long n = 0;
+	pgoff_t i;
+
+	filemap_invalidate_lock_shared(mapping);
+	for (i = index; i < last && tc_file_pristine(tf); i++) {
+		struct folio *tfolio = tc_template_folio(tf, i);
+		u8 th;
+
+		if (!tfolio)
+			continue;
+		th = READ_ONCE(tf->thash[i]);
+		if (!filemap_add_page_alias(mapping, i,
+					    xa_mk_page_alias(th & TC_SIG_HASH)))
+			n++;
+		folio_put(tfolio);
+	}
+	smp_mb();	/* the stores above, then the ctime below */
+	if (n && !tc_file_pristine(tf)) {
+		filemap_clear_page_aliases(mapping);
+		n = 0;
+	}
+	filemap_invalidate_unlock_shared(mapping);
+	tc_count(tf->group, TC_ALIASES_PROVEN, n);
+}
+
 /* Wait until the template's folios in [@index, @last) are read. */
 static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 			     pgoff_t last)
@@ -438,6 +521,10 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * memory instead of missing on fills still in flight.
 		 */
 		tc_wait_template(tmapping, index, last);
+		if (tc_file_pristine(tf)) {
+			tc_alias_proven(tf, index, last);
+			goto out;
+		}
 		page_cache_ra_unbounded(&mractl, last - index, 0);
 	}
 	/* New folios wait in this CPU's LRU batch, with a reference. */
@@ -458,35 +545,10 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		if (fatal_signal_pending(current))
 			break;
 	}
+out:
 	tc_count(tf->group, TC_SHARE_NS, local_clock() - start);
 	tc_file_put(tf);
 	return true;
-}
-
-/* The template's uptodate order-0 folio at @index, referenced; or NULL. */
-static struct folio *tc_template_folio(struct tc_file *tf, pgoff_t index)
-{
-	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
-	struct folio *folio;
-
-repeat:
-	xas_reset(&xas);
-	folio = xas_load(&xas);
-	if (xas_retry(&xas, folio))
-		goto repeat;
-	if (!folio || xa_is_value(folio))
-		return NULL;
-	if (!folio_try_get(folio))
-		goto repeat;
-	if (unlikely(folio != xas_reload(&xas))) {
-		folio_put(folio);
-		goto repeat;
-	}
-	if (!folio_test_uptodate(folio) || folio_test_large(folio)) {
-		folio_put(folio);
-		return NULL;
-	}
-	return folio;
 }
 
 /* ->resolve, under RCU. */

@@ -82,4 +82,5 @@ static struct kunit_suite tc_share_suite = {
 	.name = "totalcow-share",
 	.test_cases = tc_share_cases,
 };
+
 kunit_test_suite(tc_share_suite);
