@@ -118,6 +118,7 @@ static DEFINE_SPINLOCK(tc_files_lock);
 static DEFINE_MUTEX(tc_groups_lock);	/* groups, members, sysfs */
 static LIST_HEAD(tc_groups);
 static struct kobject *groups_kobj;
+static struct workqueue_struct *tc_wq;	/* frees unbound files */
 
 static void tc_count(struct tc_group *g, enum tc_stat s, long n)
 {
@@ -141,7 +142,7 @@ static void tc_file_put(struct tc_file *tf)
 {
 	if (refcount_dec_and_test(&tf->ref)) {
 		INIT_RCU_WORK(&tf->free_work, tc_file_free_work);
-		queue_rcu_work(system_wq, &tf->free_work);
+		queue_rcu_work(tc_wq, &tf->free_work);
 	}
 }
 
@@ -467,6 +468,24 @@ static void tc_alias_proven(struct tc_file *tf, pgoff_t index, pgoff_t last)
 	tc_count(tf->group, TC_ALIASES_PROVEN, n);
 }
 
+/* Set the bits of the slots of [@index, @last) that hold no folio. */
+static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
+			  pgoff_t last, unsigned long *fresh)
+{
+	XA_STATE(xas, &mapping->i_pages, index);
+	void *entry;
+
+	bitmap_fill(fresh, last - index);
+	rcu_read_lock();
+	xas_for_each(&xas, entry, last - 1) {
+		if (xas_retry(&xas, entry))
+			continue;
+		if (!xa_is_value(entry))
+			__clear_bit(xas.xa_index - index, fresh);
+	}
+	rcu_read_unlock();
+}
+
 /* Wait until the template's folios in [@index, @last) are read. */
 static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 			     pgoff_t last)
@@ -487,6 +506,7 @@ static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)
 {
+	DECLARE_BITMAP(fresh, TC_SHARE_WINDOW);
 	struct file_ra_state ra = { };
 	struct address_space *tmapping;
 	struct tc_file *tf;
@@ -525,6 +545,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			tc_alias_proven(tf, index, last);
 			goto out;
 		}
+		tc_mark_empty(mapping, index, last, fresh);
 		page_cache_ra_unbounded(&mractl, last - index, 0);
 	}
 	/* New folios wait in this CPU's LRU batch, with a reference. */
@@ -532,6 +553,8 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	for (i = index; i < last; i++) {
 		struct folio *mf, *tfolio;
 
+		if (!test_bit(i - index, fresh))
+			continue;	/* cached before: compared then */
 		mf = filemap_get_folio(mapping, i);
 		if (IS_ERR(mf))
 			continue;	/* an alias, or nothing */
@@ -926,6 +949,9 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 	mutex_unlock(&tc_groups_lock);
 	kobject_del(&g->kobj);
 	kobject_put(&g->kobj);
+	/* Let the template's inodes go before we return: umount may follow. */
+	rcu_barrier();
+	flush_workqueue(tc_wq);
 	return count;
 }
 
@@ -949,6 +975,9 @@ static int __init totalcow_share_init(void)
 	struct kobject *mm_totalcow;
 	int err;
 
+	tc_wq = alloc_workqueue("totalcow_share", 0, 0);
+	if (!tc_wq)
+		return -ENOMEM;
 	err = rhashtable_init(&tc_files, &tc_file_params);
 	if (err)
 		return err;

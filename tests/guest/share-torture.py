@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Randomized torture of page-cache sharing, checked against a model.
+
+    share-torture.py MNT MEMBERS OPS SEED
+
+MNT holds a read-only subvolume "template" with the file data/file and
+snapshots m1..mMEMBERS in one group. Random reads, writes, mmap reads and
+writes, truncates, hole punches, fsyncs and drop_caches hit the members; a
+bytearray per file models what a stock kernel must return. Any difference
+is a failure. Prints "torture: N operations, 0 mismatches" at the end.
+"""
+
+import ctypes
+import mmap
+import os
+import random
+import sys
+
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+def main():
+    mnt, members, ops, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    rnd = random.Random(seed)
+    with open(f"{mnt}/template/data/file", "rb") as f:
+        template = f.read()
+    size0 = len(template)
+    paths = [f"{mnt}/m{i}/data/file" for i in range(1, members + 1)]
+    model = {p: bytearray(template) for p in paths}
+    fds = {p: os.open(p, os.O_RDWR) for p in paths}
+    counts = {}
+    mismatches = 0
+
+    def check(p, off, n, what):
+        nonlocal mismatches
+        got = os.pread(fds[p], n, off)
+        want = bytes(model[p][off:off + n])
+        if got != want:
+            mismatches += 1
+            bad = next(i for i in range(min(len(got), len(want)) + 1)
+                       if i >= len(got) or i >= len(want) or got[i] != want[i])
+            print(f"MISMATCH after {what}: {p} offset {off + bad} "
+                  f"(read {len(got)} of {n} bytes)", flush=True)
+
+    for op in range(ops):
+        p = rnd.choice(paths)
+        m = model[p]
+        size = len(m)
+        kind = rnd.choices(
+            ["read", "write", "mmap_read", "mmap_write", "truncate", "punch",
+             "fsync", "drop", "template"],
+            [40, 20, 8, 6, 3, 4, 4, 1, 4])[0]
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "read":
+            off = rnd.randrange(0, size0 + 8192)
+            check(p, off, rnd.choice([1, 100, 4096, 8192, 65536]), "read")
+        elif kind == "write":
+            off = rnd.randrange(0, size0)
+            data = rnd.randbytes(rnd.choice([1, 512, 4096, 10000]))
+            os.pwrite(fds[p], data, off)
+            end = off + len(data)
+            if end > len(m):
+                m.extend(bytes(end - len(m)))
+            m[off:end] = data
+            check(p, off, len(data), "write")
+        elif kind in ("mmap_read", "mmap_write") and size >= 4096:
+            with mmap.mmap(fds[p], size) as mm:
+                off = rnd.randrange(0, size - 64)
+                if kind == "mmap_write":
+                    data = rnd.randbytes(64)
+                    mm[off:off + 64] = data
+                    m[off:off + 64] = data
+                elif mm[off:off + 64] != bytes(m[off:off + 64]):
+                    mismatches += 1
+                    print(f"MISMATCH mmap read {p} {off}", flush=True)
+        elif kind == "truncate":
+            n = rnd.randrange(0, size0 + 65536)
+            os.ftruncate(fds[p], n)
+            if n < len(m):
+                del m[n:]
+            else:
+                m.extend(bytes(n - len(m)))
+        elif kind == "punch" and size > 0:
+            off = rnd.randrange(0, size)
+            n = rnd.choice([4096, 65536, 100000])
+            if libc.fallocate(fds[p], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, n):
+                raise OSError(ctypes.get_errno(), "fallocate")
+            end = min(off + n, len(m))
+            m[off:end] = bytes(end - off)
+        elif kind == "fsync":
+            os.fsync(fds[p])
+        elif kind == "drop":
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3")
+        elif kind == "template":
+            with open(f"{mnt}/template/data/file", "rb") as f:
+                off = rnd.randrange(0, size0)
+                f.seek(off)
+                if f.read(4096) != template[off:off + 4096]:
+                    mismatches += 1
+                    print("MISMATCH template changed", flush=True)
+        if mismatches > 10:
+            break
+    for p in paths:
+        os.fsync(fds[p])
+        check(p, 0, len(model[p]) + 1, "the final full read")
+        os.close(fds[p])
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+    for p in paths:
+        with open(p, "rb") as f:
+            if f.read() != bytes(model[p]):
+                mismatches += 1
+                print(f"MISMATCH {p} after drop_caches", flush=True)
+    print("ops:", " ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    print(f"torture: {op + 1} operations, {mismatches} mismatches", flush=True)
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

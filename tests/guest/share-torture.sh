@@ -1,0 +1,29 @@
+#!/bin/bash
+# Randomized torture of page-cache sharing (tests/guest/share-torture.py):
+# members of one group take random reads, writes, mmap, truncate, punch,
+# fsync and drop_caches, checked against a model. Arguments: OPS SEED.
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
+ops=${1:-100000}; seed=${2:-1}; members=6
+mnt=/mnt/btrfs
+mkdir -p $mnt
+tc_create tc /dev/ubda cache_size 64
+mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
+mount /dev/mapper/tc $mnt
+btrfs -q subvolume create $mnt/template
+mkdir -p $mnt/template/data
+make_file $mnt/template/data/file 2 torture
+btrfs property set $mnt/template ro true
+for i in $(seq 1 $members); do btrfs -q subvolume snapshot $mnt/template $mnt/m$i; done
+sync
+ctl template add base $mnt/template -q
+ctl group create torture $mnt/template
+ctl group add torture $(for i in $(seq 1 $members); do echo $mnt/m$i; done)
+drop_caches
+python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt $members "$ops" "$seed" ||
+	die "mismatches: $(cat /sys/kernel/mm/totalcow/groups/torture/stats | tr '\n' ' ')"
+cat /sys/kernel/mm/totalcow/groups/torture/stats
+shared=$(awk '$1 == "aliases_resolved" { print $2 }' /sys/kernel/mm/totalcow/groups/torture/stats)
+[ "$shared" -gt 0 ] || die "nothing was ever shared: the torture tested nothing"
+echo torture > /sys/kernel/mm/totalcow/groups/delete
+umount $mnt
