@@ -70,6 +70,8 @@ struct totalcow_c {
 
 	struct tc_size size;
 	bool size_given;		/* for STATUSTYPE_TABLE */
+	bool admit_given;
+	enum tc_admit admit;		/* as the table gave it */
 
 	struct list_head live;		/* on totalcow_live once resumed */
 	dev_t devt;
@@ -385,9 +387,10 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 		return DM_MAPIO_SUBMITTED;
 	case TC_RUN_ABSENT:
 		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
-		io->nr_fill = totalcow_start_fill(tc, bio, io,
-						  sector >> TC_BLOCK_SHIFT,
-						  count, seq);
+		if (tc_cache_admit(&tc->cache, sector >> TC_BLOCK_SHIFT, count))
+			io->nr_fill = totalcow_start_fill(tc, bio, io,
+							  sector >> TC_BLOCK_SHIFT,
+							  count, seq);
 		return totalcow_remap(tc, bio, sector);
 	case TC_RUN_BUSY:
 		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
@@ -486,11 +489,16 @@ static unsigned long totalcow_capacity(struct totalcow_c *tc)
 	return tc_size_blocks(&tc->size, totalram_pages());
 }
 
+static const char *totalcow_admit_name(struct totalcow_c *tc)
+{
+	return tc->admit == TC_ADMIT_SECOND ? "second" : "first";
+}
+
 static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 			       struct dm_arg_set *as)
 {
 	static const struct dm_arg _args[] = {
-		{0, 2, "Invalid number of optional arguments (0 or 2)"},
+		{0, 4, "Invalid number of optional arguments (0, 2 or 4)"},
 	};
 	unsigned int argc;
 	const char *name;
@@ -513,6 +521,15 @@ static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 			tc->size_given = true;
 			continue;
 		}
+		if (!strcasecmp(name, "admit") && argc) {
+			argc--;
+			if (tc_parse_admit(dm_shift_arg(as), &tc->admit)) {
+				ti->error = "Invalid admit: want first or second";
+				return -EINVAL;
+			}
+			tc->admit_given = true;
+			continue;
+		}
 		ti->error = "Unknown or incomplete optional argument";
 		return -EINVAL;
 	}
@@ -525,7 +542,8 @@ static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 
 /*
  * Construct a totalcow mapping:
- *   <origin_dev> [<#opt_args> cache_size <MiB|percent%>]
+ *   <origin_dev> [<#opt_args> [cache_size <MiB|percent%>]
+ *   [admit first|second]]
  */
 static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
@@ -568,6 +586,7 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	init_waitqueue_head(&tc->drain_wq);
 	tc_cache_init(&tc->cache, totalcow_capacity(tc));
+	tc_cache_set_admit(&tc->cache, tc->admit);
 	tc_wl_init(&tc->wl);
 	tc->devt = disk_devt(dm_disk(dm_table_get_md(ti->table)));
 
@@ -663,7 +682,8 @@ static void totalcow_emit_size(struct totalcow_c *tc, char *result,
  * whitelisted blocks read from the origin. The whitelist figures count
  * merged extents of all templates and the sectors they cover.
  *
- * STATUSTYPE_TABLE: <origin_dev> [2 cache_size <MiB|percent%>]
+ * STATUSTYPE_TABLE: <origin_dev> [<#opt_args> [cache_size <MiB|percent%>]
+ * [admit first|second]]
  */
 static void totalcow_status(struct dm_target *ti, status_type_t type,
 			    unsigned int status_flags, char *result,
@@ -695,16 +715,20 @@ static void totalcow_status(struct dm_target *ti, status_type_t type,
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s", tc->origin->name);
+		if (tc->size_given || tc->admit_given)
+			DMEMIT(" %u", 2 * (tc->size_given + tc->admit_given));
 		if (tc->size_given) {
-			DMEMIT(" 2 cache_size ");
+			DMEMIT(" cache_size ");
 			totalcow_emit_size(tc, result, maxlen, &sz);
 		}
+		if (tc->admit_given)
+			DMEMIT(" admit %s", totalcow_admit_name(tc));
 		break;
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);
 		DMEMIT(",origin_name=%s,cache_size=", tc->origin->name);
 		totalcow_emit_size(tc, result, maxlen, &sz);
-		DMEMIT(";");
+		DMEMIT(",admit=%s;", totalcow_admit_name(tc));
 		break;
 	}
 }
@@ -755,6 +779,7 @@ out:
  *   whitelist_del <tag> [<start> <length>...]
  *   whitelist_clear
  *   cache_size <MiB|percent%>
+ *   admit first|second
  *   drop_cache
  *   clear_stats
  */
@@ -762,6 +787,7 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 			    char **argv, char *result, unsigned int maxlen)
 {
 	struct totalcow_c *tc = ti->private;
+	enum tc_admit admit;
 	struct tc_size size;
 
 	if (!argc)
@@ -793,6 +819,18 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 		tc->size = size;
 		tc->size_given = true;
 		tc_cache_set_capacity(&tc->cache, totalcow_capacity(tc));
+		return 0;
+	}
+	if (!strcasecmp(argv[0], "admit")) {
+		if (argc != 2)
+			goto bad_args;
+		if (tc_parse_admit(argv[1], &admit)) {
+			DMERR("admit: '%s' is not first or second", argv[1]);
+			return -EINVAL;
+		}
+		tc->admit_given = true;
+		tc->admit = admit;
+		tc_cache_set_admit(&tc->cache, admit);
 		return 0;
 	}
 	if (!strcasecmp(argv[0], "drop_cache")) {

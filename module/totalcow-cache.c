@@ -24,6 +24,9 @@ void tc_cache_init(struct tc_cache *c, unsigned long capacity)
 	c->writes_inflight = 0;
 	c->seq = 0;
 	memset(&c->stats, 0, sizeof(c->stats));
+	c->admit = TC_ADMIT_FIRST;
+	xa_init_flags(&c->ghosts, XA_FLAGS_LOCK_IRQ);
+	c->nr_ghosts = 0;
 }
 
 /* No fills are in flight (the target is being destroyed). */
@@ -40,6 +43,8 @@ void tc_cache_destroy(struct tc_cache *c)
 	}
 	xa_destroy(&c->blocks);
 	c->nr_cached = 0;
+	xa_destroy(&c->ghosts);
+	c->nr_ghosts = 0;
 }
 
 /*
@@ -287,6 +292,60 @@ void tc_cache_clear_stats(struct tc_cache *c)
 	xa_lock_irqsave(&c->blocks, flags);
 	memset(&c->stats, 0, sizeof(c->stats));
 	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+/* At most this many ghosts, or the capacity if larger: then forget all. */
+#define TC_GHOSTS_MIN 4096
+
+/*
+ * May the run of @nr absent blocks at @blk be filled? Always with
+ * TC_ADMIT_FIRST. With TC_ADMIT_SECOND only if its first block missed
+ * before; otherwise its blocks are remembered as ghosts (about 9 bytes
+ * each, at most max(capacity, TC_GHOSTS_MIN) of them) and the read just
+ * passes through. If a ghost cannot be stored, the run is admitted.
+ */
+bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr)
+{
+	unsigned long flags, i;
+	bool admit = true;
+
+	if (READ_ONCE(c->admit) == TC_ADMIT_FIRST)
+		return true;
+	xa_lock_irqsave(&c->ghosts, flags);
+	if (xa_load(&c->ghosts, blk)) {
+		for (i = blk; i < blk + nr; i++)
+			if (__xa_erase(&c->ghosts, i))
+				c->nr_ghosts--;
+		goto out;
+	}
+	if (c->nr_ghosts + nr > max(c->capacity, TC_GHOSTS_MIN)) {
+		xa_unlock_irqrestore(&c->ghosts, flags);
+		xa_destroy(&c->ghosts);
+		xa_lock_irqsave(&c->ghosts, flags);
+		c->nr_ghosts = 0;
+	}
+	for (i = blk; i < blk + nr; i++) {
+		void *old = __xa_store(&c->ghosts, i, xa_mk_value(1),
+				       GFP_NOWAIT | __GFP_NOWARN);
+
+		if (xa_is_err(old))
+			goto out;
+		if (!old)
+			c->nr_ghosts++;
+	}
+	admit = false;
+out:
+	xa_unlock_irqrestore(&c->ghosts, flags);
+	return admit;
+}
+
+void tc_cache_set_admit(struct tc_cache *c, enum tc_admit admit)
+{
+	WRITE_ONCE(c->admit, admit);
+	if (admit == TC_ADMIT_FIRST) {
+		xa_destroy(&c->ghosts);
+		c->nr_ghosts = 0;
+	}
 }
 
 #if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)

@@ -23,6 +23,17 @@ enum tc_run {
 	TC_RUN_BUSY,	/* being filled by another bio, or writes in flight */
 };
 
+/*
+ * When a whitelisted block that misses is cached: on its first miss, or
+ * on its second miss while it is remembered as a ghost (a block number,
+ * no data). The second suits page-cache sharing, where the page cache
+ * keeps the one copy of a template block that is read once.
+ */
+enum tc_admit {
+	TC_ADMIT_FIRST,
+	TC_ADMIT_SECOND,
+};
+
 struct tc_cache_stats {
 	u64 hits;		/* blocks served from memory */
 	u64 misses;		/* whitelisted blocks read from the origin */
@@ -49,6 +60,10 @@ struct tc_cache {
 	unsigned int writes_inflight;
 	unsigned long seq;
 	struct tc_cache_stats stats;
+	/* Blocks that missed once (admission on second access). */
+	enum tc_admit admit;
+	struct xarray ghosts;
+	unsigned long nr_ghosts;
 };
 
 #define TC_PENDING XA_MARK_0
@@ -74,5 +89,7 @@ void tc_cache_set_capacity(struct tc_cache *c, unsigned long capacity);
 void tc_cache_get_stats(struct tc_cache *c, struct tc_cache_stats *st,
 			unsigned long *cached, unsigned long *capacity);
 void tc_cache_clear_stats(struct tc_cache *c);
+bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr);
+void tc_cache_set_admit(struct tc_cache *c, enum tc_admit admit);
 
 #endif /* TOTALCOW_CACHE_H */

@@ -95,6 +95,18 @@ int tc_parse_ranges(unsigned int argc, char **argv, sector_t dev_sectors,
 	return 0;
 }
 
+/* "first" or "second", nothing else. */
+int tc_parse_admit(const char *s, enum tc_admit *admit)
+{
+	if (!strcmp(s, "first"))
+		*admit = TC_ADMIT_FIRST;
+	else if (!strcmp(s, "second"))
+		*admit = TC_ADMIT_SECOND;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 #if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
 #include "totalcow_parse_kunit.c"
 #endif

@@ -7,6 +7,7 @@
 
 #include <linux/types.h>
 
+#include "totalcow-cache.h"
 #include "totalcow-whitelist.h"
 
 /* A cache size as the admin wrote it: MiB, or percent of RAM. */
@@ -18,6 +19,7 @@ struct tc_size {
 int tc_parse_size(const char *s, struct tc_size *size);
 unsigned long tc_size_blocks(const struct tc_size *size,
 			     unsigned long ram_pages);
+int tc_parse_admit(const char *s, enum tc_admit *admit);
 int tc_parse_ranges(unsigned int argc, char **argv, sector_t dev_sectors,
 		    struct tc_range *r, const char **error);
 

@@ -233,6 +233,38 @@ static void tc_cache_hit_page_outlives_eviction(struct kunit *test)
 	put_page(hits[0]);
 }
 
+static void tc_cache_admits_on_second_miss(struct kunit *test)
+{
+	struct tc_cache *c = tc_test_cache(test, 8);
+	unsigned long i;
+
+	/* First access: always. */
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
+
+	tc_cache_set_admit(c, TC_ADMIT_SECOND);
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 4);
+	/* The second miss of a run's first block admits, and forgets. */
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 0);
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 1));
+	/* A run inside an earlier one's ghosts. */
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 20, 4));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 22, 2));
+	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 3);
+
+	/* Bounded: never more than max(capacity, TC_GHOSTS_MIN) ghosts. */
+	for (i = 0; i < 3 * TC_GHOSTS_MIN; i += 8) {
+		tc_cache_admit(c, 1000 + i, 8);
+		KUNIT_ASSERT_LE(test, c->nr_ghosts, (unsigned long)TC_GHOSTS_MIN);
+	}
+	/* Back to first: the ghosts go. */
+	tc_cache_set_admit(c, TC_ADMIT_FIRST);
+	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 0);
+	KUNIT_EXPECT_TRUE(test, xa_empty(&c->ghosts));
+}
+
 static struct kunit_case tc_cache_test_cases[] = {
 	KUNIT_CASE(tc_cache_fill_then_hit),
 	KUNIT_CASE(tc_cache_read_error_is_not_cached),
@@ -241,6 +273,7 @@ static struct kunit_case tc_cache_test_cases[] = {
 	KUNIT_CASE(tc_cache_write_drops_cached_blocks),
 	KUNIT_CASE(tc_cache_lru_eviction_and_capacity),
 	KUNIT_CASE(tc_cache_hit_page_outlives_eviction),
+	KUNIT_CASE(tc_cache_admits_on_second_miss),
 	{}
 };
 

@@ -93,11 +93,29 @@ static void tc_parse_ranges_rejects_garbage(struct kunit *test)
 	}
 }
 
+static void tc_parse_admit_takes_first_and_second(struct kunit *test)
+{
+	static const char * const bad[] = { "", "First", "2", "second ", "firstly" };
+	enum tc_admit a;
+	unsigned int i;
+
+	KUNIT_ASSERT_EQ(test, tc_parse_admit("first", &a), 0);
+	KUNIT_EXPECT_EQ(test, a, TC_ADMIT_FIRST);
+	KUNIT_ASSERT_EQ(test, tc_parse_admit("second", &a), 0);
+	KUNIT_EXPECT_EQ(test, a, TC_ADMIT_SECOND);
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		a = TC_ADMIT_SECOND;
+		KUNIT_EXPECT_EQ(test, tc_parse_admit(bad[i], &a), -EINVAL);
+		KUNIT_EXPECT_EQ(test, a, TC_ADMIT_SECOND);
+	}
+}
+
 static struct kunit_case tc_parse_test_cases[] = {
 	KUNIT_CASE(tc_parse_size_accepts_mib_and_percent),
 	KUNIT_CASE(tc_parse_size_rejects_garbage),
 	KUNIT_CASE(tc_parse_ranges_accepts_pairs),
 	KUNIT_CASE(tc_parse_ranges_rejects_garbage),
+	KUNIT_CASE(tc_parse_admit_takes_first_and_second),
 	{}
 };
 

@@ -19,6 +19,11 @@ bad_tables=(
 	"2 cache_sizes 10"
 	"2 cache_size 10 extra"
 	"4 cache_size 10 cache_size"
+	"2 admit third"
+	"2 admit"
+	"1 admit"
+	"4 admit first admit"
+	"6 cache_size 10 admit second admit first"
 	"-1"
 	"x"
 )
@@ -75,6 +80,9 @@ bad_messages=(
 	"cache_size 101%"
 	"cache_size 5 6"
 	"drop_cache please"
+	"admit"
+	"admit never"
+	"admit first second"
 	"clear_stats all"
 )
 for msg in "${bad_messages[@]}"; do
@@ -92,4 +100,15 @@ cmp <(dd if=/dev/mapper/tc bs=64k count=64 iflag=direct status=none) /tmp/patter
 	die "data wrong after bad messages"
 
 dmsetup remove tc
+
+# Good tables round-trip through dmsetup table, the admit option included.
+for args in "2 admit second" "4 cache_size 16 admit second" "4 admit first cache_size 5%"; do
+	dmsetup create good --table "0 $sectors totalcow /dev/ubda $args" || die "table '$args' refused"
+	got=$(dmsetup table good | cut -d' ' -f5-)
+	dmsetup create again --table "$(dmsetup table good | sed 's|^0 [0-9]* totalcow [^ ]*|0 '"$sectors"' totalcow /dev/ubda|')" ||
+		die "table '$got' does not round-trip"
+	[ "$(dmsetup table again | cut -d' ' -f5-)" = "$got" ] || die "round trip changed '$got'"
+	dmsetup remove again
+	dmsetup remove good
+done
 echo "dm-totalcow bad input: all rejected"
