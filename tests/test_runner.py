@@ -3,6 +3,8 @@
 import importlib.machinery
 import importlib.util
 import os
+import subprocess
+import tempfile
 
 from vmrun import RUNNER, run_vm
 
@@ -54,6 +56,16 @@ def test_disks_and_output_directory():
     with open(r.path("from-guest.txt")) as f:
         assert f.read() == "guest was here\n"
     assert os.path.getsize(r.path("dmesg.txt")) > 0
+
+
+def test_output_directory_the_guest_cannot_reach_is_refused():
+    """The guest mounts tmpfs over /tmp: a run there would run nothing."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        p = subprocess.run([RUNNER, "-q", "-o", d, os.path.join(os.path.dirname(RUNNER), "..",
+                                                               "guest", "exit-with.sh"), "0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "which the guest mounts over" in p.stderr
 
 
 def test_kernel_warning_fails_a_successful_script():
