@@ -16,6 +16,9 @@
  * page leaves the page cache and an alias entry takes its place. Reads of
  * the alias copy from the template's page. A write or a fault replaces the
  * alias with a private copy, made in memory, and marks the page private.
+ * A private mapping (MAP_PRIVATE: executables, libraries) of a member file
+ * that has not changed since the snapshot maps the template file instead,
+ * through a backing file that keeps the member's path in /proc/PID/maps.
  * Content is always verified, so a wrongly configured group wastes work but
  * never returns a wrong byte.
  *
@@ -25,6 +28,7 @@
  *   groups/<name>/{template,members,stats}
  */
 
+#include <linux/backing-file.h>
 #include <linux/capability.h>
 #include <linux/dcache.h>
 #include <linux/fs.h>
@@ -64,6 +68,8 @@ enum tc_stat {
 	TC_COMPARES,
 	TC_COW_BREAKS,
 	TC_SHARE_NS,
+	TC_MMAPS_SHARED,
+	TC_MMAPS_PRIVATE,
 	TC_NR_STATS
 };
 
@@ -71,6 +77,7 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 	"files_bound", "files_refused", "aliases_installed", "aliases_proven",
 	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",
 	"memcmp_mismatches", "compares", "cow_breaks", "share_ns",
+	"mmaps_shared", "mmaps_private",
 };
 
 struct tc_member {
@@ -93,7 +100,8 @@ struct tc_group {
 struct tc_file {
 	struct rhash_head node;
 	struct address_space *mapping;	/* the key */
-	struct inode *tinode;		/* write-denied while bound */
+	struct path tpath;		/* the template file */
+	struct inode *tinode;		/* its inode, write-denied while bound */
 	struct tc_group *group;
 	struct list_head list;		/* in group->files */
 	refcount_t ref;
@@ -131,7 +139,7 @@ static void tc_file_free_work(struct work_struct *work)
 					  free_work);
 
 	atomic_inc(&tf->tinode->i_writecount);	/* allow writes again */
-	iput(tf->tinode);
+	path_put(&tf->tpath);
 	kobject_put(&tf->group->kobj);
 	kvfree(tf->sig);
 	kvfree(tf->thash);
@@ -228,41 +236,38 @@ static const char *tc_relative_path(const struct path *path,
 }
 
 /*
- * Find the template file of @file, a member file; deny writes to it and
- * take a reference. NULL if the file cannot be shared.
+ * Find the template file of @file, a member file, into @tp (a reference
+ * held) and deny writes to it. False if the file cannot be shared.
  */
-static struct inode *tc_template_of(struct file *file, struct tc_group *g,
-				    struct tc_member *m)
+static bool tc_template_of(struct file *file, struct tc_group *g,
+			   struct tc_member *m, struct path *tp)
 {
 	struct inode *inode = file_inode(file), *t;
 	char *buf, *rbuf;
-	struct path tp;
 	const char *rel;
 	int err;
 
 	if (!S_ISREG(inode->i_mode) || tc_path_dev(&file->f_path) != m->dev)
-		return NULL;	/* not a file, or in a nested subvolume */
+		return false;	/* not a file, or in a nested subvolume */
 	buf = kmalloc(2 * PATH_MAX, GFP_KERNEL);
 	if (!buf)
-		return NULL;
+		return false;
 	rbuf = buf + PATH_MAX;
 	rel = tc_relative_path(&file->f_path, &m->root, buf, rbuf);
 	err = rel ? vfs_path_lookup(g->template.dentry, g->template.mnt, rel,
-				    0, &tp) : -ENAMETOOLONG;
+				    0, tp) : -ENAMETOOLONG;
 	kfree(buf);
 	if (err)
-		return NULL;
-	t = d_inode(tp.dentry);
+		return false;
+	t = d_inode(tp->dentry);
 	/* A snapshot keeps inode numbers and generations; a new file not. */
 	if (!S_ISREG(t->i_mode) || t->i_ino != inode->i_ino ||
 	    t->i_generation != inode->i_generation || t == inode ||
 	    !atomic_dec_unless_positive(&t->i_writecount)) {
-		path_put(&tp);
-		return NULL;
+		path_put(tp);
+		return false;
 	}
-	ihold(t);
-	path_put(&tp);
-	return t;
+	return true;
 }
 
 static struct tc_file *tc_file_bind(struct file *file,
@@ -271,7 +276,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 	struct tc_file *tf, *old;
 	struct tc_member *m;
 	struct tc_group *g;
-	struct inode *t;
+	struct path tp;
 	pgoff_t nr;
 
 	mutex_lock(&tc_groups_lock);
@@ -283,13 +288,12 @@ static struct tc_file *tc_file_bind(struct file *file,
 		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
 		goto unlock;
 	}
-	t = tc_template_of(file, g, m);
-	if (!t) {
+	if (!tc_template_of(file, g, m, &tp)) {
 		tc_count(g, TC_FILES_REFUSED, 1);
 		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
 		goto unlock;
 	}
-	nr = DIV_ROUND_UP(i_size_read(t), PAGE_SIZE);
+	nr = DIV_ROUND_UP(i_size_read(d_inode(tp.dentry)), PAGE_SIZE);
 	tf = kzalloc(sizeof(*tf), GFP_KERNEL);
 	if (tf) {
 		tf->sig = kvzalloc(nr ?: 1, GFP_KERNEL);
@@ -299,7 +303,8 @@ static struct tc_file *tc_file_bind(struct file *file,
 		goto nomem;
 	memset(tf->thash, TC_SIG_UNKNOWN, nr ?: 1);
 	tf->mapping = mapping;
-	tf->tinode = t;
+	tf->tpath = tp;
+	tf->tinode = d_inode(tp.dentry);
 	tf->group = g;
 	tf->nr_pages = nr;
 	refcount_set(&tf->ref, 2);	/* the binding's and ours */
@@ -314,7 +319,6 @@ static struct tc_file *tc_file_bind(struct file *file,
 	}
 	spin_unlock(&tc_files_lock);
 	if (old) {	/* cannot be: we hold tc_groups_lock */
-		tf->tinode = NULL;
 		kobject_put(&g->kobj);
 		goto nomem;
 	}
@@ -328,8 +332,8 @@ nomem:
 		kfree(tf);
 	}
 	tf = NULL;
-	atomic_inc(&t->i_writecount);
-	iput(t);
+	atomic_inc(&d_inode(tp.dentry)->i_writecount);
+	path_put(&tp);
 unlock:
 	mutex_unlock(&tc_groups_lock);
 	return tf;
@@ -627,11 +631,64 @@ static void tc_release(struct address_space *mapping)
 	spin_unlock(&tc_files_lock);
 }
 
+/*
+ * ->mmap_file: a private mapping of a member file that has not changed
+ * since the snapshot maps the template file, so that its pages are the
+ * template's own (page cache, rmap and reclaim as for any file). The
+ * backing file keeps the member's path for /proc/PID/maps and audit.
+ *
+ * The semantics (docs/design.md): the mapping shows the member's data as
+ * of mmap(); a later change of the member file is not seen through it,
+ * which POSIX allows for MAP_PRIVATE (stock Linux would show the change
+ * in pages not yet written through the mapping).
+ */
+static struct file *tc_mmap_file(struct file *file, unsigned long prot)
+{
+	struct address_space *mapping = file->f_mapping;
+	struct file *alias = NULL;
+	struct tc_file *tf;
+
+	tf = tc_file_get(mapping);
+	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags))
+		tf = tc_file_bind(file, mapping);
+	if (!tf)
+		return NULL;
+	/* do_mmap() checks noexec on the file it maps: keep the answer. */
+	if (!(file->f_mode & FMODE_READ) ||
+	    path_noexec(&file->f_path) != path_noexec(&tf->tpath))
+		goto private;
+	/* Someone may write the member while it is mapped: keep it coherent. */
+	if (inode_is_open_for_write(file_inode(file)))
+		goto private;
+	if (!tc_file_pristine(tf))
+		goto private;
+	alias = backing_file_open(file, O_RDONLY | O_LARGEFILE, &tf->tpath,
+				  file->f_cred);
+	if (IS_ERR(alias)) {
+		alias = NULL;
+		goto private;
+	}
+	/* A change that raced with the open: map the member after all. */
+	if (!tc_file_pristine(tf)) {
+		fput(alias);
+		alias = NULL;
+		goto private;
+	}
+	tc_count(tf->group, TC_MMAPS_SHARED, 1);
+	goto out;
+private:
+	tc_count(tf->group, TC_MMAPS_PRIVATE, 1);
+out:
+	tc_file_put(tf);
+	return alias;
+}
+
 static const struct page_alias_ops tc_alias_ops = {
 	.resolve = tc_resolve,
 	.read_miss = tc_read_miss,
 	.broken = tc_broken,
 	.release = tc_release,
+	.mmap_file = tc_mmap_file,
 };
 
 /* Let every inode of @sb be classified again at its next read miss. */

@@ -36,3 +36,18 @@ def test_randomized_torture_matches_the_model():
 def test_randomized_torture_under_the_debug_kernel():
     """The same, shorter, where lockdep, KASAN, DEBUG_VM and kmemleak watch."""
     torture(15000, debug=True)
+
+
+def test_private_mappings_of_unchanged_members_map_the_template():
+    """MAP_PRIVATE mappings (data files, executables) of 8 unchanged
+    members keep one copy in the page cache; /proc/PID/maps names the
+    member; private writes stay private; changed members and members open
+    for writing keep pages of their own; random mappings match a model."""
+    r = run_vm("tests/guest/share-mmap.sh", "64", "3000", disks=("2G",))
+    assert r.status == 0, r.explain()
+    m = re.search(r"^mmap: \d+ private mappings, page cache ([\d.]+)x the file",
+                  r.console, re.M)
+    assert m and float(m.group(1)) <= 1.05, r.explain()
+    m = re.search(r"^mmap: \d+ random operations \((\d+) mappings shared, (\d+) private\), "
+                  r"(\d+) mismatches", r.console, re.M)
+    assert m and int(m.group(1)) > 0 and m.group(3) == "0", r.explain()
