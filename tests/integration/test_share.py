@@ -51,3 +51,13 @@ def test_private_mappings_of_unchanged_members_map_the_template():
     m = re.search(r"^mmap: \d+ random operations \((\d+) mappings shared, (\d+) private\), "
                   r"(\d+) mismatches", r.console, re.M)
     assert m and int(m.group(1)) > 0 and m.group(3) == "0", r.explain()
+
+
+def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte():
+    """Files in a nested subvolume, renamed, swapped or replaced inside a
+    member are read as plain files and never shared; a dedupe into a
+    shared member file keeps every byte right."""
+    r = run_vm("tests/guest/share-refusals.sh", disks=("1G",))
+    assert r.status == 0, r.explain()
+    m = re.search(r"^refusals: (\d+) files refused, 0 pages shared$", r.console, re.M)
+    assert m and int(m.group(1)) >= 5, r.explain()

@@ -1,0 +1,85 @@
+#!/bin/bash
+# Page-cache sharing refuses what it cannot prove: files in a subvolume
+# nested inside a member, files renamed, swapped or replaced inside a
+# member (a different inode than the template's file at that path) are
+# read as plain files, never aliased to the template; and a dedupe into a
+# member (FIDEDUPERANGE) keeps every byte right, as a stock kernel would.
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
+groups=/sys/kernel/mm/totalcow/groups
+mnt=/mnt/btrfs
+mkdir -p $mnt
+
+tc_create tc /dev/ubda cache_size 64
+mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
+mount /dev/mapper/tc $mnt
+btrfs -q subvolume create $mnt/template
+mkdir -p $mnt/template/data/sub
+for f in a b c d; do make_file $mnt/template/data/$f 4 "$f"; done
+make_file $mnt/template/data/sub/f 4 sub
+btrfs property set $mnt/template ro true
+for i in 1 2 3 4; do btrfs -q subvolume snapshot $mnt/template $mnt/c$i; done
+sum() { sha256sum < "$1"; }
+declare -A want
+for f in a b c d sub/f; do want[$f]=$(sum $mnt/template/data/$f); done
+
+# c1: data/sub becomes a nested subvolume holding a copy of sub/f.
+rm -rf $mnt/c1/data/sub
+btrfs -q subvolume create $mnt/c1/data/sub
+cp $mnt/template/data/sub/f $mnt/c1/data/sub/f
+# c2: a renamed away, b and c swapped.
+mv $mnt/c2/data/a $mnt/c2/data/a.moved
+mv $mnt/c2/data/b $mnt/c2/data/tmp
+mv $mnt/c2/data/c $mnt/c2/data/b
+mv $mnt/c2/data/tmp $mnt/c2/data/c
+# c3: d replaced by a new file with other data.
+make_file $mnt/c3/data/d.new 4 other
+mv $mnt/c3/data/d.new $mnt/c3/data/d
+other=$(sum $mnt/c3/data/d)
+sync
+
+ctl group create fleet $mnt/template || die "group create"
+ctl group add fleet $mnt/c1 $mnt/c2 $mnt/c3 $mnt/c4 || die "group add"
+stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/fleet/stats; }
+drop_caches
+
+# Every refused file reads its own data and is counted, not shared.
+check() { [ "$(sum "$1")" = "$2" ] || die "$1 read back wrong"; }
+check $mnt/c1/data/sub/f "${want[sub/f]}"
+check $mnt/c2/data/a.moved "${want[a]}"
+check $mnt/c2/data/b "${want[c]}"
+check $mnt/c2/data/c "${want[b]}"
+check $mnt/c3/data/d "$other"
+refused=$(stat_of files_refused)
+echo "refusals: $refused files refused, $(stat_of pages_shared) pages shared"
+# nested sub/f, a.moved (no template file there), swapped b and c, new d
+[ "$refused" -ge 5 ] || die "only $refused files refused: $(tr '\n' ' ' < $groups/fleet/stats)"
+[ "$(stat_of pages_shared)" = 0 ] || die "a refused file was shared"
+[ "$(stat_of files_bound)" = 0 ] || die "a refused file was bound"
+# The unchanged files of c4 are shared, so the group does work.
+for f in a b c d; do check $mnt/c4/data/$f "${want[$f]}"; done
+[ "$(stat_of pages_shared)" -ge $((4 * 1024)) ] || die "c4 was not shared"
+
+# Dedupe into a shared member file: c4/data/a's range from a copy with the
+# same data (FIDEDUPERANGE), then every byte as before, cached and not.
+cp $mnt/template/data/a $mnt/copy-a
+python3 - $mnt/copy-a $mnt/c4/data/a <<'PY' || die "dedupe"
+import fcntl, os, struct, sys
+FIDEDUPERANGE = 0xC0189436
+src = os.open(sys.argv[1], os.O_RDONLY)
+dst = os.open(sys.argv[2], os.O_RDWR)
+length = os.fstat(src).st_size
+# struct file_dedupe_range + one file_dedupe_range_info
+arg = bytearray(struct.pack("=QQHHI", 0, length, 1, 0, 0) +
+                struct.pack("=qQQiI", dst, 0, 0, 0, 0))
+fcntl.ioctl(src, FIDEDUPERANGE, arg)
+_, _, done, status, _ = struct.unpack_from("=qQQiI", arg, 24)
+assert status == 0 and done == length, f"dedupe: status {status}, {done} of {length} bytes"
+PY
+check $mnt/c4/data/a "${want[a]}"
+drop_caches
+check $mnt/c4/data/a "${want[a]}"
+for f in b c d; do check $mnt/c4/data/$f "${want[$f]}"; done
+echo fleet > $groups/delete
+umount $mnt
+echo "share-refusals: all checks passed"
