@@ -24,7 +24,8 @@ KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
-	integration check demo bench bench-dm-overhead bench-registration bench-fig4 clean \
+	integration check demo bench bench-dm-overhead bench-registration bench-fig4 \
+	bench-share-cost clean \
 	distclean help
 
 all: kernel
@@ -94,7 +95,12 @@ bench-fig4: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fig4
 
-bench: demo bench-dm-overhead bench-registration bench-fig4
+# Page-cache sharing: CPU per shared page, signature screens (issue 5).
+bench-share-cost: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/share-cost
+
+bench: demo bench-dm-overhead bench-registration bench-fig4 bench-share-cost
 
 clean:
 	rm -rf $(B)/runs $(OOT) results
