@@ -24,6 +24,7 @@
  *
  *   groups/create   "<name> <template dir>"
  *   groups/add      "<name> <member dir>"
+ *   groups/remove   "<name> <member dir>"
  *   groups/delete   "<name>"
  *   groups/<name>/{template,members,stats}
  */
@@ -103,6 +104,7 @@ struct tc_file {
 	struct path tpath;		/* the template file */
 	struct inode *tinode;		/* its inode, write-denied while bound */
 	struct tc_group *group;
+	struct tc_member *member;	/* valid while bound */
 	struct list_head list;		/* in group->files */
 	refcount_t ref;
 	pgoff_t nr_pages;		/* of the template file, when bound */
@@ -306,6 +308,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 	tf->tpath = tp;
 	tf->tinode = d_inode(tp.dentry);
 	tf->group = g;
+	tf->member = m;
 	tf->nr_pages = nr;
 	refcount_set(&tf->ref, 2);	/* the binding's and ours */
 	kobject_get(&g->kobj);
@@ -977,6 +980,69 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 	return err ?: count;
 }
 
+/*
+ * "<name> <member dir>": the member leaves the group. Its bound files are
+ * unbound (their aliases dropped: their next reads go to the file system);
+ * the other members keep what they share.
+ */
+static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
+			    const char *buf, size_t count)
+{
+	char name[TC_TAG_MAX + 1], *dir = NULL;
+	struct tc_member *m, *found = NULL;
+	struct tc_file *tf, *n;
+	struct tc_group *g;
+	struct path p;
+	int err;
+
+	err = tc_parse_name_path(buf, count, name, &dir);
+	if (err) {
+		if (err == -EINVAL)
+			pr_warn("totalcow: groups/remove: want \"<name> <member directory>\"\n");
+		return err;
+	}
+	err = kern_path(dir, LOOKUP_FOLLOW | LOOKUP_DIRECTORY, &p);
+	if (err) {
+		kfree(dir);
+		return err;
+	}
+	mutex_lock(&tc_groups_lock);
+	g = tc_group_find(name);
+	if (!g) {
+		err = -ENOENT;
+		goto unlock;
+	}
+	list_for_each_entry(m, &g->members, list) {
+		if (path_equal(&m->root, &p)) {
+			found = m;
+			break;
+		}
+	}
+	if (!found) {
+		pr_warn("totalcow: groups/remove %s: %s is not a member\n",
+			name, dir);
+		err = -ENOENT;
+		goto unlock;
+	}
+	spin_lock(&tc_files_lock);
+	list_for_each_entry_safe(tf, n, &g->files, list)
+		if (tf->member == found)
+			tc_file_unbind(tf);
+	spin_unlock(&tc_files_lock);
+	list_del(&found->list);
+	/* Its files that were refused may belong to no group now. */
+	tc_reclassify(found->root.dentry->d_sb);
+unlock:
+	mutex_unlock(&tc_groups_lock);
+	path_put(&p);
+	kfree(dir);
+	if (found) {
+		path_put(&found->root);
+		kfree(found);
+	}
+	return err ?: count;
+}
+
 static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 			    const char *buf, size_t count)
 {
@@ -1014,11 +1080,13 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 
 static struct kobj_attribute create_attr = __ATTR_WO(create);
 static struct kobj_attribute add_attr = __ATTR_WO(add);
+static struct kobj_attribute remove_attr = __ATTR_WO(remove);
 static struct kobj_attribute delete_attr = __ATTR_WO(delete);
 
 static struct attribute *tc_groups_attrs[] = {
 	&create_attr.attr,
 	&add_attr.attr,
+	&remove_attr.attr,
 	&delete_attr.attr,
 	NULL,
 };

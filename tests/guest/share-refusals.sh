@@ -80,6 +80,27 @@ check $mnt/c4/data/a "${want[a]}"
 drop_caches
 check $mnt/c4/data/a "${want[a]}"
 for f in b c d; do check $mnt/c4/data/$f "${want[$f]}"; done
+
+# A member leaves (groups/remove): its aliases go, the others keep theirs.
+check $mnt/c1/data/a "${want[a]}"
+before=$(stat_of pages_shared)
+expect_fail() { # WHAT FILE TEXT
+	if echo "$3" > "$2" 2>/dev/null; then die "$1 was accepted"; fi
+}
+expect_fail "removing from a missing group" $groups/remove "nosuch $mnt/c4"
+expect_fail "removing a non-member" $groups/remove "fleet $mnt/template"
+expect_fail "removing without a path" $groups/remove "fleet"
+[ "$(stat_of pages_shared)" = "$before" ] || die "a refused remove changed sharing"
+echo "fleet $mnt/c4" > $groups/remove || die "remove c4"
+grep -qx "$mnt/c4" $groups/fleet/members && die "c4 still listed"
+[ "$(wc -l < $groups/fleet/members)" = 3 ] || die "members: $(cat $groups/fleet/members)"
+after=$(stat_of pages_shared)
+echo "remove: pages shared $before before, $after after c4 left"
+[ "$after" -ge 1024 ] && [ "$after" -lt "$before" ] || die "c4's aliases: $before -> $after"
+for f in a b c d; do check $mnt/c4/data/$f "${want[$f]}"; done
+[ "$(stat_of pages_shared)" = "$after" ] || die "c4 shares again after it left"
+check $mnt/c1/data/a "${want[a]}"
+expect_fail "removing c4 twice" $groups/remove "fleet $mnt/c4"
 echo fleet > $groups/delete
 umount $mnt
 echo "share-refusals: all checks passed"

@@ -56,8 +56,10 @@ def test_private_mappings_of_unchanged_members_map_the_template():
 def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte():
     """Files in a nested subvolume, renamed, swapped or replaced inside a
     member are read as plain files and never shared; a dedupe into a
-    shared member file keeps every byte right."""
+    shared member file keeps every byte right; a member that leaves
+    (groups/remove) drops its aliases and the others keep theirs."""
     r = run_vm("tests/guest/share-refusals.sh", disks=("1G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^refusals: (\d+) files refused, 0 pages shared$", r.console, re.M)
     assert m and int(m.group(1)) >= 5, r.explain()
+    assert re.search(r"^remove: pages shared \d+ before, \d+ after c4 left$", r.console, re.M)
