@@ -25,7 +25,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
 	integration check demo bench bench-dm-overhead bench-registration bench-fig4 \
-	bench-share-cost clean \
+	bench-share-cost bench-fleet clean \
 	distclean help
 
 all: kernel
@@ -100,7 +100,13 @@ bench-share-cost: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/share-cost
 
-bench: demo bench-dm-overhead bench-registration bench-fig4 bench-share-cost
+# LXC fleet: 16 clones of a Debian template, stock vs overlay vs TotalCOW
+# (tools/lxc/debian-rootfs debootstraps the template once, cached).
+bench-fleet: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/fleet
+
+bench: demo bench-dm-overhead bench-registration bench-fig4 bench-share-cost bench-fleet
 
 clean:
 	rm -rf $(B)/runs $(OOT) results
