@@ -138,10 +138,27 @@ pages=$(( 4 * (data_mib << 20) / 4096 ))
 [ "$mm" -ge "$n" ] || die "only $mm private mappings of busybox mapped the template"
 
 # --- destroy: members leave ----------------------------------------------
+# The clones' data in the page cache again, shared (the plain fleet's run
+# dropped the caches).
+for i in $(seq 1 "$n"); do
+	lxc-start -n c$i && out=$(lxc-attach -n c$i -- /bin/fleet-read) && lxc-stop -k -n c$i ||
+		die "c$i again"
+	[ "$out" = "$want" ] || die "c$i read '$out' again"
+done
+before=$(stat_of pages_shared)
+[ "$before" -ge $(( n * pages )) ] || die "only $before pages shared before destroy"
 lxc-destroy -q -n c$n || die "lxc-destroy c$n"
 expect=$(for i in $(seq 1 $((n - 1))); do echo $lxcpath/c$i/rootfs; done | sort | tr '\n' ' ')
 [ "$(members)" = "$expect" ] || die "members after destroying c$n: $(members)"
-# The others still share after the group was rebuilt without c$n.
+after=$(stat_of pages_shared)
+if [ -e $groups/remove ]; then
+	# groups/remove: the other members keep their aliases.
+	[ "$after" -ge $(( (n - 1) * pages )) ] || die "pages shared $before -> $after after c$n left"
+	echo "lxc-fleet: c$n left by groups/remove, pages shared $before -> $after"
+else
+	echo "lxc-fleet: c$n left by rebuilding the group, pages shared $before -> $after"
+fi
+# The others share again (after a rebuild) or still (after a remove).
 drop_caches
 lxc-start -n c1 && lxc-start -n c2 || die "restart"
 for i in 1 2; do

@@ -12,7 +12,8 @@ def test_busybox_clones_join_share_and_leave():
     template` are group members right after lxc-copy; a lost group (reboot)
     is made again at lxc-start; running, they read the shared data and map
     busybox with one copy in the page cache (<= 1.2x one clone) and one
-    read of the device; destroy takes each out of the group, and the
+    read of the device; destroy takes each out of the group (groups/remove:
+    the others keep their shared pages), and the
     template's destroy removes the group; 8 clones of an unregistered
     template with the same hooks run as plain LXC (8x); refusals change
     nothing."""
@@ -28,4 +29,6 @@ def test_busybox_clones_join_share_and_leave():
     m = re.search(r"^lxc-fleet: unregistered template: 8 clones, page cache ([\d.]+)x "
                   r"one clone, device reads ([\d.]+)x", r.console, re.M)
     assert m and float(m.group(1)) >= 7.2 and float(m.group(2)) >= 7.2, r.explain()
+    assert re.search(r"^lxc-fleet: c8 left by (groups/remove|rebuilding the group), "
+                     r"pages shared \d+ -> \d+$", r.console, re.M), r.explain()
     assert "lxc-fleet: all checks passed" in r.console, r.explain()
