@@ -57,6 +57,18 @@ btrfs subvolume show $lxcpath/bb2/rootfs | grep -q 'Flags:.*readonly' && die "a 
 cmp -s $lxcpath/bb2/config /tmp/bb2.config.orig || die "a refusal changed bb2's config"
 [ ! -e $groups/bb2 ] || die "a refusal left a group"
 ctl template del bb2
+# A failure half-way (the group cannot be created after the subvolume was
+# made read-only and its extents registered) undoes every step.
+mkdir -p /tmp/fake/templates /tmp/fake/groups
+ln -s /dev/full /tmp/fake/groups/create	# every write fails (ENOSPC)
+touch /tmp/fake/templates/register /tmp/fake/templates/add_extents /tmp/fake/templates/deregister
+rc=0; TOTALCOW_SYSFS=/tmp/fake ctl container template bb2 >/dev/null 2>/tmp/err || rc=$?
+[ $rc = 1 ] && grep -q "No space left" /tmp/err || die "failed group create: exit $rc $(cat /tmp/err)"
+grep -q "^bb2 " /tmp/fake/templates/add_extents || die "the half-way test never registered extents: $(cat /tmp/err)"
+[ "$(cat /tmp/fake/templates/deregister)" = bb2 ] || die "registered extents not undone"
+btrfs subvolume show $lxcpath/bb2/rootfs | grep -q 'Flags:.*readonly' && die "read-only flag not undone"
+cmp -s $lxcpath/bb2/config /tmp/bb2.config.orig || die "a failure changed bb2's config"
+[ -z "$(ctl container list)" ] || die "a failure left a record: $(ctl container list)"
 lxc-destroy -q -n bb2 || die "lxc-destroy bb2"
 
 # --- the template --------------------------------------------------------
@@ -81,6 +93,13 @@ expect=$(for i in $(seq 1 "$n"); do echo $lxcpath/c$i/rootfs; done | sort | tr '
 for g in $groups/*/; do
 	grep -q "/p[0-9]*/rootfs" "$g/members" && die "a clone of the unregistered template joined $g"
 done
+# A clone of a clone is a snapshot of c1, not of the template: plain LXC.
+lxc-copy -s -n c1 -N cc >/tmp/copy.out 2>&1 || { cat /tmp/copy.out; die "lxc-copy cc"; }
+grep -q "/cc/rootfs" $groups/bb/members && die "a clone of a clone joined"
+lxc-start -n cc && lxc-attach -n cc -- /bin/fleet-read >/dev/null && lxc-stop -k -n cc ||
+	die "the clone of a clone does not run"
+lxc-destroy -q -n cc || die "lxc-destroy cc"
+[ "$(members)" = "$expect" ] || die "members after cc: $(members)"
 echo "lxc-fleet: $n clones joined group bb at lxc-copy"
 
 # A reboot loses the kernel's groups and whitelists: pre-start makes them
