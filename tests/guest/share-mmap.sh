@@ -12,11 +12,8 @@ mnt=/mnt/btrfs
 mib=${1:-64}
 ops=${2:-3000}
 n=8
-mkdir -p $mnt
 
-tc_create tc /dev/ubda cache_size 100%
-mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
-mount /dev/mapper/tc $mnt
+tc_btrfs tc /dev/ubda $mnt cache_size 100%
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data $mnt/template/bin
 make_file $mnt/template/data/file "$mib" mmap

@@ -8,11 +8,8 @@
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-mkdir -p $mnt
 
-tc_create tc /dev/ubda cache_size 64
-mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
-mount /dev/mapper/tc $mnt
+tc_btrfs tc /dev/ubda $mnt cache_size 64
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data/sub
 for f in a b c d; do make_file $mnt/template/data/$f 4 "$f"; done

@@ -6,10 +6,7 @@
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 ops=${1:-100000}; seed=${2:-1}; members=6
 mnt=/mnt/btrfs
-mkdir -p $mnt
-tc_create tc /dev/ubda cache_size 64
-mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
-mount /dev/mapper/tc $mnt
+tc_btrfs tc /dev/ubda $mnt cache_size 64
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data
 make_file $mnt/template/data/file 2 torture

@@ -63,6 +63,16 @@ tc_create() {
 	dmsetup create "$name" --table "$table"
 }
 
+# tc_btrfs NAME LOWER_DEV MNT [OPT...]: a new btrfs on a new totalcow device
+# NAME over LOWER_DEV (table options OPT), mounted at MNT.
+tc_btrfs() {
+	local name=$1 lower=$2 mnt=$3; shift 3
+	tc_create "$name" "$lower" "$@"
+	mkfs.btrfs -q -f "/dev/mapper/$name" >/dev/null 2>&1 || die "mkfs.btrfs on $name"
+	mkdir -p "$mnt"
+	mount "/dev/mapper/$name" "$mnt"
+}
+
 # tc_register NAME TAG FILE...: whitelist the disk extents of FILEs (btrfs
 # on /dev/mapper/NAME) under template TAG.
 tc_register() {
