@@ -25,7 +25,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
 	integration check demo bench bench-dm-overhead bench-registration bench-fig4 \
-	bench-share-cost bench-fleet clean \
+	bench-fig5-8 bench-share-cost bench-fleet clean \
 	distclean help
 
 all: kernel
@@ -95,6 +95,12 @@ bench-fig4: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fig4
 
+# Paper Figs. 5-8: overwrites of 2 MiB .. 1 GiB, fdatasync; time, page
+# cache, disk reads and allocation; RAM-backed and modelled hard disk.
+bench-fig5-8: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/fig5-8
+
 # Page-cache sharing: CPU per shared page, signature screens (issue 5).
 bench-share-cost: $(KERNEL_BASE)
 	@tests/vm/install-deps
@@ -106,7 +112,8 @@ bench-fleet: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fleet
 
-bench: demo bench-dm-overhead bench-registration bench-fig4 bench-share-cost bench-fleet
+bench: demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-share-cost \
+	bench-fleet
 
 clean:
 	rm -rf $(B)/runs $(OOT) results

@@ -1,0 +1,119 @@
+"""The bench scenarios themselves, small: the figures in bench/README.md
+come from these scripts, so their counts must mean what the tables say.
+Each scenario runs every configuration through the disk model (dm-delay
+and io.max), so the model's plumbing is covered as well. The write
+scenario runs in the debug kernel (any splat fails it): it writes into
+shared pages and whitelisted extents. Only deterministic counts are
+asserted (bytes read from the device, page-cache bytes, bytes allocated),
+never times."""
+
+import pytest
+
+from vmrun import run_vm
+
+MIB = 1 << 20
+SIZE_MIB = 8
+NS = (1, 3)
+MODEL = ("--disk-delay-ms", "1", "--disk-mbps", "400")
+
+
+def passed(r):
+    assert r.status == 0, r.explain()
+    return r
+
+
+@pytest.fixture(scope="module")
+def reads():
+    recs = []
+    for target, configs in (("linear", "btrfs,overlayfs,totalcow-share"),
+                            ("totalcow", "totalcow-dm,totalcow")):
+        r = passed(run_vm("bench/scenarios/snapshot-read", "--snapshots",
+                          ",".join(map(str, NS)), "--size-mib", str(SIZE_MIB),
+                          "--configs", configs, "--target", target,
+                          "--readers", "dd,fio", *MODEL, disks=("1G",), debug=False,
+                          name=f"bench-read-{target}"))
+        recs += r.records()
+    return recs
+
+
+def one(recs, **match):
+    got = [r for r in recs if all(r[k] == v for k, v in match.items())]
+    assert len(got) == 1, (match, got)
+    return got[0]
+
+
+@pytest.mark.parametrize("reader", ["dd", "fio"])
+@pytest.mark.parametrize("n", NS)
+def test_fig4_scenario_counts(reads, reader, n):
+    """Every reader and N: stock btrfs reads and caches N copies; overlayfs,
+    sharing and both layers one; the dm layer alone reads one from disk."""
+    f = SIZE_MIB * MIB
+    # Metadata (btrfs trees, overlay inodes) adds a little on top of data.
+    slack = 0.05 * f + 256 * 1024
+    for config in ("btrfs", "overlayfs", "totalcow-share", "totalcow-dm", "totalcow"):
+        rec = one(reads, config=config, reader=reader, snapshots=n)
+        assert rec["checksum_ok"] == 1 and rec["file_bytes"] == f, rec
+        copies = n if config == "btrfs" else 1
+        if config == "totalcow-dm" and reader == "fio":
+            # Known gap (bench/README.md): concurrent readers that miss a
+            # block another bio is filling pass through to the disk, so
+            # the dm layer alone reads between 1 and N copies.
+            copies = n
+            lo = f
+        else:
+            lo = copies * f
+        assert lo <= rec["disk_read_bytes"] <= copies * f + slack, rec
+        cached = n if config in ("btrfs", "totalcow-dm") else 1
+        assert cached * f - slack <= rec["page_cache_bytes"] <= cached * f + slack, rec
+        if config == "totalcow-dm":
+            # Admit first: every block of the file once in the dm cache.
+            assert rec["tc_cache_bytes"] == f, rec
+            assert rec["tc_meta_bytes"] > 0, rec
+        elif config != "totalcow":
+            assert rec["tc_cache_bytes"] == 0 and rec["tc_meta_bytes"] == 0, rec
+
+
+@pytest.fixture(scope="module")
+def writes():
+    r = passed(run_vm("bench/scenarios/snapshot-write", "--sizes", "8", "--big-mib", "8",
+                      "--writes", "2,8", "--states", "cold,warm", "--configs",
+                      "btrfs,overlayfs,overlayfs-copy,totalcow-dm,totalcow-share,totalcow",
+                      *MODEL, disks=("1200M", "512M"), name="bench-write"))
+    return r.records()
+
+
+def expected_page_cache(config, state, f, w):
+    """Page-cache growth of one overwrite (w <= f), warm-up read included."""
+    if config == "overlayfs-copy":
+        return 2 * f        # the lower file read, the upper copy written
+    if state == "cold":
+        return w
+    if config in ("btrfs", "totalcow-dm"):
+        return f            # the write lands in the pages just read
+    # The warm-up read cached the shared (template's) pages; the write
+    # goes to the container's own file: a reflinked upper file, or the
+    # member's private pages.
+    return f + w
+
+
+def test_figs5_8_scenario_counts(writes):
+    """Each overwrite: the copy is right (checked in the guest), the page
+    cache grows by what was read and written, the device is read only by
+    overlayfs copying up into a second file system, and data is allocated
+    only for what was written (plus the whole copy for copy-up)."""
+    # 2 and 8 MiB into an 8 MiB file; 6 configurations; cold and warm.
+    assert len(writes) == 2 * 6 * 2
+    for rec in writes:
+        c, state, f, w = rec["config"], rec["state"], rec["file_bytes"], rec["write_bytes"]
+        slack = 0.05 * f + 512 * 1024
+        assert rec["ok"] == 1, rec
+        want = expected_page_cache(c, state, f, w)
+        assert want - slack <= rec["page_cache_bytes"] <= want + slack, rec
+        read = f if c == "overlayfs-copy" and state == "cold" else 0
+        assert read <= rec["disk_read_bytes"] <= read + slack, rec
+        alloc = (f + w if w < f else f) if c == "overlayfs-copy" else w
+        assert alloc <= rec["data_alloc_bytes"] <= alloc + slack, rec
+        # Only the dm layer alone (admit first) caches the warm-up read;
+        # with both layers (admit second) one read admits nothing.
+        tc = f if c == "totalcow-dm" and state == "warm" else 0
+        assert rec["tc_cache_bytes"] == tc, rec
