@@ -9,6 +9,10 @@ import pytest
 
 from vmrun import run_vm
 
+# The tests share module fixtures (one VM run each): keep them on one
+# pytest-xdist worker so the runs are not repeated.
+pytestmark = pytest.mark.xdist_group("baseline")
+
 SNAPSHOTS = 8
 SIZE_MIB = 256
 

@@ -11,6 +11,10 @@ import pytest
 
 from vmrun import run_vm
 
+# The tests share module fixtures (one VM run each): keep them on one
+# pytest-xdist worker so the runs are not repeated.
+pytestmark = pytest.mark.xdist_group("bench")
+
 MIB = 1 << 20
 SIZE_MIB = 8
 NS = (1, 3)
