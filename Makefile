@@ -29,7 +29,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
 	integration check demo bench bench-dm-overhead bench-registration bench-fig4 \
-	bench-fig5-8 bench-share-cost bench-fleet clean \
+	bench-fig5-8 bench-share-cost bench-fleet bench-goals clean \
 	distclean help
 
 all: kernel
@@ -118,8 +118,14 @@ bench-fleet: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fleet
 
+# The design brief's section 7 goals against what the targets above left
+# in results/ (results/goals.md).
+bench-goals:
+	$(PYTHON) bench/goals
+
 bench: demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-share-cost \
 	bench-fleet
+	$(PYTHON) bench/goals
 
 clean:
 	rm -rf $(B)/runs $(OOT) results

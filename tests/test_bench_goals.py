@@ -1,0 +1,68 @@
+"""bench/goals: each section 7 figure computed from results, verdicts, and
+"not run" for a benchmark that left no results."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MIB = 2**20
+
+
+def read_rec(config, n, model, reader, mem_x, reads_x, ms):
+    size = 256 * MIB
+    return {"config": config, "snapshots": n, "model": model, "reader": reader,
+            "file_bytes": size, "page_cache_bytes": int(mem_x * size), "tc_cache_bytes": 0,
+            "tc_meta_bytes": 0, "disk_read_bytes": int(reads_x * size), "elapsed_ms": ms}
+
+
+def write_rec(config, model, fmib, wmib, ms, pc):
+    return {"config": config, "model": model, "state": "cold", "file_bytes": fmib * MIB,
+            "write_bytes": wmib * MIB, "elapsed_ms": ms, "page_cache_bytes": pc}
+
+
+def goals(files):
+    with tempfile.TemporaryDirectory() as d:
+        for name, doc in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                if name.endswith(".jsonl"):
+                    f.write("".join(json.dumps(r) + "\n" for r in doc))
+                else:
+                    json.dump(doc, f)
+        out = subprocess.run([sys.executable, os.path.join(TOP, "bench", "goals"),
+                              "--results", d], capture_output=True, text=True, check=True)
+        with open(os.path.join(d, "goals.md")) as f:
+            assert f.read().strip() == out.stdout.strip()
+    return {line.split(" | ")[0].lstrip("| "): line.split(" | ")
+            for line in out.stdout.splitlines() if line.startswith("| ")}
+
+
+def test_figures_and_verdicts():
+    paper = [read_rec("btrfs", 8, "hdd", "dd", 8, 8, 1400),
+             read_rec("overlayfs", 8, "hdd", "dd", 1, 1, 1000),
+             read_rec("totalcow", 8, "hdd", "dd", 1.02, 1, 1100)]
+    scaling = [read_rec(c, n, "ram", "dd", n if c == "btrfs" else 1 + 0.001 * n, 1, 10)
+               for c in ("btrfs", "overlayfs", "totalcow") for n in (1, 2, 4)]
+    writes = [write_rec("btrfs", "ram", 1024, w, 100, w * MIB) for w in (2, 16)] + \
+        [write_rec("totalcow", "ram", 1024, w, t, w * MIB) for w, t in ((2, 104), (16, 90))]
+    rows = goals({
+        "fig4-paper.json": {"meta": {"snapshots": [8], "size_mib": 256}, "records": paper},
+        "fig4.json": {"meta": {"snapshots": [1, 2, 4]}, "records": scaling},
+        "fig5-8.json": {"meta": {"models": ["ram"]}, "records": writes},
+        "registration.jsonl": [{"test": "register-tree", "method": "fs-tree",
+                                "files": 100000, "seconds": 2.5}],
+    })
+    mem = rows["Fig. 4: 8 snapshots of a 256 MiB file read once: memory (x file)"]
+    assert mem[1:4] == ["8.000", "1.000", "1.020"] and mem[5] == "met"
+    t = rows["same: time vs overlayfs, modelled disk (hdd)"]
+    assert t[3] == "1.10" and t[5] == "**missed**"
+    worst = [r for k, r in rows.items() if k.startswith("Figs. 5-6")][0]
+    assert worst[3] == "1.04" and worst[5] == "met"
+    per = [r for k, r in rows.items() if k.startswith("N = 1, 2, 4")][0]
+    assert per[1] == "1.0000" and per[3] == "0.0010" and per[5] == "met"
+    reg = [r for k, r in rows.items() if k.startswith("register")][0]
+    assert reg[3] == "2.50" and reg[5] == "**missed**"
+    fleet = [r for k, r in rows.items() if k.startswith("LXC fleet")][0]
+    assert fleet[5] == "not run"
