@@ -90,6 +90,7 @@ bench-dm-overhead: $(KERNEL_BASE)
 # Template registration: a 100k-file tree, and kernel memory per extent.
 bench-registration: $(KERNEL_BASE)
 	@tests/vm/install-deps
+	rm -f $(B)/runs/bench-registration/results.jsonl
 	tests/vm/run -q -d 4G -o $(B)/runs/bench-registration bench/scenarios/registration
 	@mkdir -p results && cp $(B)/runs/bench-registration/results.jsonl results/registration.jsonl
 	@cat results/registration.jsonl
