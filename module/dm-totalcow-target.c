@@ -13,8 +13,11 @@
  * longer than the run, dm_accept_partial_bio() gives the rest back to DM
  * core, which maps it as a new bio. Runs are: outside the whitelist or not
  * block-aligned (pass through), cached (copied from memory, the bio is
- * completed here), being filled by another bio (pass through), absent
- * (pass through, and the pages read are inserted when the read completes).
+ * completed here), being filled (the bio waits for the fill and is
+ * completed from it), absent (a fill: the target reads the blocks into
+ * pages it owns with a bio of its own, and completes the caller's bio by
+ * copying from them). A caller's pages are never copied into the cache:
+ * an O_DIRECT read's pages are user memory, writable during the read.
  *
  * Writes, discards and write-zeroes that overlap the whitelist drop the
  * blocks they touch before they are issued, and keep every fill from
@@ -42,6 +45,7 @@
 #include <linux/shrinker.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #include "dm-totalcow.h"
 #include "totalcow-cache.h"
@@ -49,9 +53,6 @@
 #include "totalcow-whitelist.h"
 
 #define DM_MSG_PREFIX "totalcow"
-
-/* Blocks one bio may fill at a time (128 KiB with 4 KiB pages). */
-#define TC_FILL_MAX 32
 
 /* Without a cache_size option: 10% of RAM. */
 #define TC_DEFAULT_PERCENT 10
@@ -64,9 +65,11 @@ struct totalcow_c {
 	/* Writes in flight, by epoch; see totalcow_drain_writes(). */
 	atomic_t writes[2];
 	unsigned int write_epoch;
-	wait_queue_head_t drain_wq;
+	wait_queue_head_t drain_wq;	/* also for api_users */
+	atomic_t api_users;		/* kernel API calls in progress */
 	struct shrinker *shrinker;
 	u64 __percpu *bypassed;
+	struct workqueue_struct *wq;	/* fill completions */
 
 	struct tc_size size;
 	bool size_given;		/* for STATUSTYPE_TABLE */
@@ -74,25 +77,43 @@ struct totalcow_c {
 	enum tc_admit admit;		/* as the table gave it */
 
 	struct list_head live;		/* on totalcow_live once resumed */
+	struct list_head all;		/* on totalcow_all */
 	dev_t devt;
 };
 
 /* Per-bio data. */
 struct tc_io {
-	struct bvec_iter iter;		/* the bio's data, for the fill copy */
-	unsigned long seq;
-	unsigned long blk;
-	unsigned short nr_fill;
+	sector_t sector;		/* target-relative, for a requeue */
+	unsigned long blk;		/* first block, while waiting on a fill */
 	unsigned char flags;
 	unsigned char epoch;
-	struct page *pages[TC_FILL_MAX];
 };
+
+/*
+ * A fill in flight: the target's own read of up to TC_FILL_MAX blocks into
+ * its own pages, and the bio that asked for it (@owner), which is completed
+ * by copying from those pages once the read is done.
+ */
+struct tc_fill_io {
+	struct tc_fill fill;
+	struct totalcow_c *tc;
+	struct bio *owner;
+	struct work_struct work;
+	struct bio bio;
+	struct bio_vec bvecs[TC_FILL_MAX];
+};
+
+static struct kmem_cache *tc_fill_cache;
 
 #define TC_IO_WRITE	0x1	/* counted in writes[epoch] */
 #define TC_IO_WL_WRITE	0x2	/* counted by tc_cache_write_begin() */
 
-/* Live (resumed) targets, by dm device, for the kernel API. */
+/*
+ * Live (resumed) targets, by dm device, for the kernel API; all targets,
+ * to refuse a second one in a table.
+ */
 static LIST_HEAD(totalcow_live);
+static LIST_HEAD(totalcow_all);
 static DEFINE_MUTEX(totalcow_live_lock);
 
 /* Whitelist changes */
@@ -116,29 +137,44 @@ static void totalcow_drop_view(struct totalcow_c *tc, struct tc_wl_view *v)
  * the flip, hence after the new whitelist: it sees it. So waiting for the
  * old epoch's count to drop to zero is enough, and new writes cannot
  * starve the wait (the classic two-counter SRCU).
+ *
+ * The waits are killable: a write stuck in the origin must not hang the
+ * caller for good. An interrupted drain leaves writes counted in the epoch
+ * that is no longer current; nothing adds to that count any more, so the
+ * next drain waits for it to reach zero before it flips again.
  */
-static void totalcow_drain_writes(struct totalcow_c *tc)
+static int totalcow_drain_writes(struct totalcow_c *tc)
 {
 	unsigned int old = tc->write_epoch;
+	int r;
 
 	lockdep_assert_held(&tc->wl.lock);
+	r = wait_event_killable(tc->drain_wq, !atomic_read(&tc->writes[old ^ 1]));
+	if (r)
+		return -EINTR;
 	/* Orders the new wl.all before the flip. */
 	smp_store_release(&tc->write_epoch, old ^ 1);
 	synchronize_rcu();
-	wait_event(tc->drain_wq, !atomic_read(&tc->writes[old]));
+	r = wait_event_killable(tc->drain_wq, !atomic_read(&tc->writes[old]));
+	return r ? -EINTR : 0;
 }
 
 static int totalcow_wl_add(struct totalcow_c *tc, const char *tag,
 			   struct tc_range *r, unsigned int n)
 {
+	struct tc_wl_undo undo;
 	int ret;
 
-	mutex_lock(&tc->wl.lock);
-	ret = tc_wl_add_locked(&tc->wl, tag, r, n);
+	if (mutex_lock_killable(&tc->wl.lock))
+		return -EINTR;
+	ret = tc_wl_add_locked(&tc->wl, tag, r, n, &undo);
 	if (!ret) {
 		/* Writes that could not see the new ranges must finish. */
-		totalcow_drain_writes(tc);
-		tc_wl_activate_locked(&tc->wl);
+		ret = totalcow_drain_writes(tc);
+		if (ret)
+			tc_wl_add_abort_locked(&tc->wl, &undo);
+		else
+			tc_wl_add_commit_locked(&tc->wl, &undo);
 	}
 	mutex_unlock(&tc->wl.lock);
 	return ret;
@@ -150,7 +186,8 @@ static int totalcow_wl_del(struct totalcow_c *tc, const char *tag,
 	struct tc_wl_view *gone;
 	int ret;
 
-	mutex_lock(&tc->wl.lock);
+	if (mutex_lock_killable(&tc->wl.lock))
+		return -EINTR;
 	ret = tc_wl_del_locked(&tc->wl, tag, r, n, &gone);
 	if (!ret) {
 		totalcow_drop_view(tc, gone);
@@ -160,17 +197,19 @@ static int totalcow_wl_del(struct totalcow_c *tc, const char *tag,
 	return ret;
 }
 
-static void totalcow_wl_clear(struct totalcow_c *tc)
+static int totalcow_wl_clear(struct totalcow_c *tc)
 {
 	struct tc_wl_view *gone;
 
-	mutex_lock(&tc->wl.lock);
+	if (mutex_lock_killable(&tc->wl.lock))
+		return -EINTR;
 	gone = tc_wl_clear_locked(&tc->wl);
 	if (gone) {
 		totalcow_drop_view(tc, gone);
 		kvfree_rcu(gone, rcu);
 	}
 	mutex_unlock(&tc->wl.lock);
+	return 0;
 }
 
 /* Kernel API (sysfs layer) */
@@ -198,22 +237,44 @@ static struct totalcow_c *totalcow_find_live(dev_t dev)
 	return NULL;
 }
 
+/*
+ * The live target of @dev, held for a kernel API call (the destructor
+ * waits for it), or NULL. The live-devices lock is not held during the
+ * call: a call that waits for a stuck write of one device must not block
+ * the resume of another, nor other calls.
+ */
+static struct totalcow_c *totalcow_get_live(dev_t dev)
+{
+	struct totalcow_c *tc;
+
+	mutex_lock(&totalcow_live_lock);
+	tc = totalcow_find_live(dev);
+	if (tc)
+		atomic_inc(&tc->api_users);
+	mutex_unlock(&totalcow_live_lock);
+	return tc;
+}
+
+static void totalcow_put_live(struct totalcow_c *tc)
+{
+	if (atomic_dec_and_test(&tc->api_users))
+		wake_up_all(&tc->drain_wq);
+}
+
 /* Add or delete ranges of @tag on the live target of @dev. */
 static int totalcow_api_ranges(dev_t dev, const char *tag, struct tc_range *r,
 			       unsigned int n, bool add)
 {
-	struct totalcow_c *tc;
-	int ret = -ENODEV;
+	struct totalcow_c *tc = totalcow_get_live(dev);
+	int ret;
 
-	mutex_lock(&totalcow_live_lock);
-	tc = totalcow_find_live(dev);
-	if (tc) {
-		ret = totalcow_check_ranges(tc, r, n);
-		if (!ret)
-			ret = add ? totalcow_wl_add(tc, tag, r, n) :
-				    totalcow_wl_del(tc, tag, r, n);
-	}
-	mutex_unlock(&totalcow_live_lock);
+	if (!tc)
+		return -ENODEV;
+	ret = totalcow_check_ranges(tc, r, n);
+	if (!ret)
+		ret = add ? totalcow_wl_add(tc, tag, r, n) :
+			    totalcow_wl_del(tc, tag, r, n);
+	totalcow_put_live(tc);
 	return ret;
 }
 
@@ -240,58 +301,49 @@ int totalcow_whitelist_get(dev_t dev, const char *tag, unsigned int first,
 			   unsigned int max, struct tc_range *out,
 			   unsigned int *nr, sector_t *sectors)
 {
-	struct totalcow_c *tc;
-	int ret = -ENODEV;
+	struct totalcow_c *tc = totalcow_get_live(dev);
+	int ret = -EINTR;
 
-	mutex_lock(&totalcow_live_lock);
-	tc = totalcow_find_live(dev);
-	if (tc) {
-		mutex_lock(&tc->wl.lock);
+	if (!tc)
+		return -ENODEV;
+	if (!mutex_lock_killable(&tc->wl.lock)) {
 		ret = tc_wl_get_locked(&tc->wl, tag, first, max, out, nr, sectors);
 		mutex_unlock(&tc->wl.lock);
 	}
-	mutex_unlock(&totalcow_live_lock);
+	totalcow_put_live(tc);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(totalcow_whitelist_get);
 
 int totalcow_whitelist_clear(dev_t dev)
 {
-	struct totalcow_c *tc;
-	int ret = -ENODEV;
+	struct totalcow_c *tc = totalcow_get_live(dev);
+	int ret;
 
-	mutex_lock(&totalcow_live_lock);
-	tc = totalcow_find_live(dev);
-	if (tc) {
-		totalcow_wl_clear(tc);
-		ret = 0;
-	}
-	mutex_unlock(&totalcow_live_lock);
+	if (!tc)
+		return -ENODEV;
+	ret = totalcow_wl_clear(tc);
+	totalcow_put_live(tc);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(totalcow_whitelist_clear);
 
 /* I/O */
 
-/*
- * Copy @n blocks between @pages and the data of @bio starting at @iter:
- * into the bio for a hit, out of it for a fill.
- */
-static void totalcow_copy(struct bio *bio, struct bvec_iter iter,
-			  struct page **pages, unsigned int n, bool to_bio)
+/* Copy @n blocks from @pages into the data of @bio, from its start. */
+static void totalcow_copy_to_bio(struct bio *bio, struct page **pages,
+				 unsigned int n)
 {
+	struct bvec_iter iter = bio->bi_iter;
 	unsigned int i, done;
 
 	for (i = 0; i < n; i++) {
 		for (done = 0; done < TC_BLOCK_SIZE;) {
 			struct bio_vec bv = bio_iter_iovec(bio, iter);
 			unsigned int len = min(bv.bv_len, TC_BLOCK_SIZE - done);
-			void *blk = page_address(pages[i]) + done;
 
-			if (to_bio)
-				memcpy_to_page(bv.bv_page, bv.bv_offset, blk, len);
-			else
-				memcpy_from_page(blk, bv.bv_page, bv.bv_offset, len);
+			memcpy_to_page(bv.bv_page, bv.bv_offset,
+				       page_address(pages[i]) + done, len);
 			bio_advance_iter_single(bio, &iter, len);
 			done += len;
 		}
@@ -321,38 +373,125 @@ static void totalcow_trim(struct bio *bio, sector_t sectors)
 		dm_accept_partial_bio(bio, sectors);
 }
 
-/* Claim and allocate pages for up to @nr absent blocks; returns how many. */
-static unsigned int totalcow_start_fill(struct totalcow_c *tc,
-					struct bio *bio, struct tc_io *io,
-					unsigned long blk, unsigned int nr,
-					unsigned long seq)
+static void totalcow_fill_free(struct tc_fill_io *fio, unsigned int nr_pages)
+{
+	while (nr_pages)
+		put_page(fio->fill.pages[--nr_pages]);
+	kmem_cache_free(tc_fill_cache, fio);
+}
+
+/*
+ * A bio that waited for a fill that did not publish (its read failed, or
+ * a write or a whitelist change raced with it) reads the origin itself:
+ * what the fill read may be older than what the bio must see.
+ */
+static void totalcow_requeue(struct totalcow_c *tc, struct bio *bio)
+{
+	struct tc_io *io = dm_per_bio_data(bio, sizeof(struct tc_io));
+
+	totalcow_remap(tc, bio, io->sector);
+	submit_bio_noacct(bio);
+}
+
+/*
+ * The fill's read finished (process context): publish or drop its pages,
+ * complete the bio that asked for it and the bios that waited for it.
+ * The owner gets what the origin returned, error included, as if it had
+ * read the origin itself; waiters get the data only if the fill published.
+ */
+static void totalcow_fill_done(struct work_struct *work)
+{
+	struct tc_fill_io *fio = container_of(work, struct tc_fill_io, work);
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
+	blk_status_t status = fio->bio.bi_status;
+	struct totalcow_c *tc = fio->tc;
+	struct tc_io *io;
+	struct bio *bio;
+
+	tc_cache_end_fill(&tc->cache, &fio->fill, !status, &served, &requeue);
+	bio_uninit(&fio->bio);
+
+	if (status)
+		fio->owner->bi_status = status;
+	else
+		totalcow_copy_to_bio(fio->owner, fio->fill.pages, fio->fill.nr);
+	bio_endio(fio->owner);
+	while ((bio = bio_list_pop(&served))) {
+		io = dm_per_bio_data(bio, sizeof(struct tc_io));
+		totalcow_copy_to_bio(bio, fio->fill.pages + (io->blk - fio->fill.blk),
+				     bio_sectors(bio) >> TC_BLOCK_SHIFT);
+		bio_endio(bio);
+	}
+	while ((bio = bio_list_pop(&requeue)))
+		totalcow_requeue(tc, bio);
+	totalcow_fill_free(fio, fio->fill.nr);
+}
+
+static void totalcow_fill_endio(struct bio *bio)
+{
+	struct tc_fill_io *fio = bio->bi_private;
+
+	queue_work(fio->tc->wq, &fio->work);
+}
+
+/* Flags of the caller's read that its fill keeps. */
+#define TC_FILL_OPF (REQ_SYNC | REQ_META | REQ_PRIO | REQ_NOWAIT)
+
+/*
+ * Fill up to @nr absent blocks from @blk for @bio: allocate pages, claim
+ * the blocks and read them from the origin into those pages; @bio is
+ * completed from them. Anything that fails (no memory, blocks claimed
+ * meanwhile, a write started) sends @bio to the origin without a fill.
+ */
+static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
+			 unsigned long blk, unsigned int nr, unsigned long seq,
+			 sector_t sector)
 {
 	gfp_t gfp = (bio->bi_opf & REQ_NOWAIT ? GFP_NOWAIT : GFP_NOIO) |
 		    __GFP_NORETRY | __GFP_NOWARN;
-	unsigned int i, claimed;
+	struct tc_fill_io *fio;
+	unsigned int i, got;
 
+	fio = kmem_cache_alloc(tc_fill_cache, gfp);
+	if (!fio)
+		return totalcow_remap(tc, bio, sector);
 	for (i = 0; i < nr; i++) {
-		io->pages[i] = alloc_page(gfp);
-		if (!io->pages[i])
+		fio->fill.pages[i] = alloc_page(gfp);
+		if (!fio->fill.pages[i])
 			break;
 	}
-	claimed = i ? tc_cache_begin_fill(&tc->cache, blk, i, io->pages, seq) : 0;
-	while (i > claimed)
-		__free_page(io->pages[--i]);
-	if (claimed) {
-		io->blk = blk;
-		io->seq = seq;
-		io->iter = bio->bi_iter;
+	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
+	if (!got) {
+		totalcow_fill_free(fio, i);
+		return totalcow_remap(tc, bio, sector);
 	}
-	return claimed;
+	while (i > got)
+		put_page(fio->fill.pages[--i]);
+	totalcow_trim(bio, (sector_t)got << TC_BLOCK_SHIFT);
+
+	fio->tc = tc;
+	fio->owner = bio;
+	INIT_WORK(&fio->work, totalcow_fill_done);
+	bio_init(&fio->bio, tc->origin->bdev, fio->bvecs, got,
+		 REQ_OP_READ | (bio->bi_opf & TC_FILL_OPF));
+	fio->bio.bi_iter.bi_sector = sector;
+	fio->bio.bi_ioprio = bio->bi_ioprio;
+	fio->bio.bi_end_io = totalcow_fill_endio;
+	fio->bio.bi_private = fio;
+	for (i = 0; i < got; i++)
+		__bio_add_page(&fio->bio, fio->fill.pages[i], TC_BLOCK_SIZE, 0);
+	bio_clone_blkg_association(&fio->bio, bio);
+	submit_bio_noacct(&fio->bio);
+	return DM_MAPIO_SUBMITTED;
 }
 
 static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 			     struct tc_io *io, sector_t sector)
 {
+	struct page *pages[TC_FILL_MAX];
 	sector_t next, end, aligned;
 	unsigned int nr, count;
-	unsigned long seq;
+	unsigned long seq, blk;
 	bool covered;
 
 	if (!rcu_access_pointer(tc->wl.active))
@@ -376,21 +515,27 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 	}
 
 	nr = min(nr, TC_FILL_MAX);
-	switch (tc_cache_lookup(&tc->cache, sector >> TC_BLOCK_SHIFT, nr,
-				io->pages, &count)) {
+	blk = sector >> TC_BLOCK_SHIFT;
+	switch (tc_cache_lookup(&tc->cache, blk, nr, pages, &count)) {
 	case TC_RUN_HIT:
 		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
-		totalcow_copy(bio, bio->bi_iter, io->pages, count, true);
+		totalcow_copy_to_bio(bio, pages, count);
 		while (count)
-			put_page(io->pages[--count]);
+			put_page(pages[--count]);
 		bio_endio(bio);
 		return DM_MAPIO_SUBMITTED;
 	case TC_RUN_ABSENT:
 		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
-		if (tc_cache_admit(&tc->cache, sector >> TC_BLOCK_SHIFT, count))
-			io->nr_fill = totalcow_start_fill(tc, bio, io,
-							  sector >> TC_BLOCK_SHIFT,
-							  count, seq);
+		if (!tc_cache_admit(&tc->cache, blk, count))
+			return totalcow_remap(tc, bio, sector);
+		return totalcow_fill(tc, bio, blk, count, seq, sector);
+	case TC_RUN_FILLING:
+		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
+		io->blk = blk;
+		io->sector = sector;
+		/* The fill may complete the bio before this returns. */
+		if (tc_cache_wait(&tc->cache, blk, count, bio))
+			return DM_MAPIO_SUBMITTED;
 		return totalcow_remap(tc, bio, sector);
 	case TC_RUN_BUSY:
 		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
@@ -426,7 +571,6 @@ static int totalcow_map(struct dm_target *ti, struct bio *bio)
 	sector_t sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
 
 	io->flags = 0;
-	io->nr_fill = 0;
 	if (!bio_sectors(bio))
 		return totalcow_remap(tc, bio, sector);
 	if (bio_op(bio) == REQ_OP_READ)
@@ -442,17 +586,6 @@ static int totalcow_end_io(struct dm_target *ti, struct bio *bio,
 	struct totalcow_c *tc = ti->private;
 	struct tc_io *io = dm_per_bio_data(bio, sizeof(struct tc_io));
 
-	if (io->nr_fill) {
-		bool ok = !*error;
-
-		/* Read errors are never cached. */
-		if (ok)
-			totalcow_copy(bio, io->iter, io->pages, io->nr_fill,
-				      false);
-		tc_cache_end_fill(&tc->cache, io->blk, io->nr_fill, io->pages,
-				  io->seq, ok);
-		io->nr_fill = 0;
-	}
 	if (io->flags & TC_IO_WL_WRITE)
 		tc_cache_write_end(&tc->cache);
 	if ((io->flags & TC_IO_WRITE) &&
@@ -540,6 +673,18 @@ static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 	return 0;
 }
 
+/* Does the table being built already hold a totalcow target? */
+static bool totalcow_table_has_other(struct dm_target *ti)
+{
+	struct totalcow_c *tc;
+
+	lockdep_assert_held(&totalcow_live_lock);
+	list_for_each_entry(tc, &totalcow_all, all)
+		if (tc->ti->table == ti->table)
+			return true;
+	return false;
+}
+
 /*
  * Construct a totalcow mapping:
  *   <origin_dev> [<#opt_args> [cache_size <MiB|percent%>]
@@ -584,6 +729,11 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		ti->error = "Cannot allocate statistics";
 		goto bad_put;
 	}
+	tc->wq = alloc_workqueue("dm-totalcow", WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
+	if (!tc->wq) {
+		ti->error = "Cannot allocate workqueue";
+		goto bad_percpu;
+	}
 	init_waitqueue_head(&tc->drain_wq);
 	tc_cache_init(&tc->cache, totalcow_capacity(tc));
 	tc_cache_set_admit(&tc->cache, tc->admit);
@@ -600,6 +750,17 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	tc->shrinker->count_objects = totalcow_shrink_count;
 	tc->shrinker->scan_objects = totalcow_shrink_scan;
 	tc->shrinker->private_data = tc;
+
+	/* The kernel API names a target by its dm device: one per device. */
+	mutex_lock(&totalcow_live_lock);
+	if (totalcow_table_has_other(ti)) {
+		mutex_unlock(&totalcow_live_lock);
+		ti->error = "Only one totalcow target per device";
+		r = -EINVAL;
+		goto bad_shrinker;
+	}
+	list_add(&tc->all, &totalcow_all);
+	mutex_unlock(&totalcow_live_lock);
 	shrinker_register(tc->shrinker);
 
 	ti->num_flush_bios = 1;
@@ -609,9 +770,13 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	ti->private = tc;
 	return 0;
 
+bad_shrinker:
+	shrinker_free(tc->shrinker);
 bad_cache:
 	tc_wl_destroy(&tc->wl);
 	tc_cache_destroy(&tc->cache);
+	destroy_workqueue(tc->wq);
+bad_percpu:
 	free_percpu(tc->bypassed);
 bad_put:
 	dm_put_device(ti, tc->origin);
@@ -626,9 +791,14 @@ static void totalcow_dtr(struct dm_target *ti)
 
 	mutex_lock(&totalcow_live_lock);
 	list_del_init(&tc->live);
+	list_del(&tc->all);
 	mutex_unlock(&totalcow_live_lock);
+	/* No new API call can find it; wait for those in progress. */
+	wait_event(tc->drain_wq, !atomic_read(&tc->api_users));
 
 	shrinker_free(tc->shrinker);
+	/* Fill completions still running after their last bio ended. */
+	destroy_workqueue(tc->wq);
 	tc_wl_destroy(&tc->wl);
 	tc_cache_destroy(&tc->cache);
 	free_percpu(tc->bypassed);
@@ -673,13 +843,16 @@ static void totalcow_emit_size(struct totalcow_c *tc, char *result,
  * Status (STATUSTYPE_INFO), one line:
  *   <hits> <misses> <bypassed> <fills> <evictions> <invalidations>
  *   <cached_blocks>/<capacity_blocks> <whitelist_extents>
- *   <whitelist_sectors> <templates>
+ *   <whitelist_sectors> <templates> <waited> <requeued>
  *
  * hits, misses, fills, evictions and invalidations count blocks of
  * TC_BLOCK_SIZE (4 KiB); bypassed counts reads (bios, or parts of bios)
  * that went to the origin without looking at the cache: outside the
  * whitelist or not block-aligned. Misses are
- * whitelisted blocks read from the origin. The whitelist figures count
+ * whitelisted blocks read from the origin. Waited counts blocks that
+ * found a fill in flight and waited for it instead; requeued, those of
+ * them read from the origin after all because the fill failed or raced
+ * with a write. The whitelist figures count
  * merged extents of all templates and the sectors they cover.
  *
  * STATUSTYPE_TABLE: <origin_dev> [<#opt_args> [cache_size <MiB|percent%>]
@@ -708,10 +881,11 @@ static void totalcow_status(struct dm_target *ti, status_type_t type,
 		}
 		rcu_read_unlock();
 		templates = READ_ONCE(tc->wl.nr_tags);
-		DMEMIT("%llu %llu %llu %llu %llu %llu %lu/%lu %u %llu %u",
+		DMEMIT("%llu %llu %llu %llu %llu %llu %lu/%lu %u %llu %u %llu %llu",
 		       st.hits, st.misses, totalcow_bypassed(tc), st.fills,
 		       st.evictions, st.invalidations, cached, capacity,
-		       extents, (unsigned long long)sectors, templates);
+		       extents, (unsigned long long)sectors, templates,
+		       st.waited, st.requeued);
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s", tc->origin->name);
@@ -766,6 +940,9 @@ static int totalcow_message_ranges(struct totalcow_c *tc, unsigned int argc,
 	else if (ret == -ENOSPC)
 		DMERR("%s %s: more than %lu whitelist extents", argv[0], tag,
 		      TC_WL_MAX_RANGES);
+	else if (ret == -EINTR)
+		DMERR("%s %s: interrupted while waiting for writes in flight; nothing changed",
+		      argv[0], tag);
 	else if (ret)
 		DMERR("%s %s: failed (%d)", argv[0], tag, ret);
 out:
@@ -805,8 +982,7 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 	if (!strcasecmp(argv[0], "whitelist_clear")) {
 		if (argc != 1)
 			goto bad_args;
-		totalcow_wl_clear(tc);
-		return 0;
+		return totalcow_wl_clear(tc);
 	}
 	if (!strcasecmp(argv[0], "cache_size")) {
 		if (argc != 2)
@@ -870,7 +1046,7 @@ static int totalcow_iterate_devices(struct dm_target *ti,
 
 static struct target_type totalcow_target = {
 	.name = "totalcow",
-	.version = {1, 0, 0},
+	.version = {1, 1, 0},
 	.module = THIS_MODULE,
 	.ctr = totalcow_ctr,
 	.dtr = totalcow_dtr,
@@ -881,7 +1057,28 @@ static struct target_type totalcow_target = {
 	.message = totalcow_message,
 	.iterate_devices = totalcow_iterate_devices,
 };
-module_dm(totalcow);
+
+static int __init dm_totalcow_init(void)
+{
+	int r;
+
+	tc_fill_cache = KMEM_CACHE(tc_fill_io, 0);
+	if (!tc_fill_cache)
+		return -ENOMEM;
+	r = dm_register_target(&totalcow_target);
+	if (r)
+		kmem_cache_destroy(tc_fill_cache);
+	return r;
+}
+
+static void __exit dm_totalcow_exit(void)
+{
+	dm_unregister_target(&totalcow_target);
+	kmem_cache_destroy(tc_fill_cache);
+}
+
+module_init(dm_totalcow_init);
+module_exit(dm_totalcow_exit);
 
 MODULE_DESCRIPTION(DM_NAME " disk-address read cache for snapshot templates");
 MODULE_AUTHOR("TotalCOW developers <totalcow@users.noreply.example>");

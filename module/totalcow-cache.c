@@ -40,6 +40,7 @@ void tc_cache_destroy(struct tc_cache *c)
 			continue;
 		list_del(&page->lru);
 		put_page(page);
+		cond_resched();
 	}
 	xa_destroy(&c->blocks);
 	c->nr_cached = 0;
@@ -87,16 +88,28 @@ static void tc_cache_shrink_to(struct tc_cache *c, unsigned long target)
 	}
 }
 
+/* The fill that owns the pending block @blk, or NULL; xarray lock held. */
+static struct tc_fill *tc_filling(struct tc_cache *c, unsigned long blk)
+{
+	struct page *page = xa_load(&c->blocks, blk);
+
+	if (!page || !tc_pending(c, blk))
+		return NULL;
+	return (struct tc_fill *)page_private(page);
+}
+
 /*
  * Classify the run of up to @nr blocks starting at @blk by its first block
- * and return its kind; *@count is how many leading blocks share it. For a
- * hit, @pages receives the pages, each with a reference the caller drops,
- * and they become the most recently used.
+ * and return its kind; *@count is how many leading blocks share it (for
+ * TC_RUN_FILLING: are being filled by the same fill). For a hit, @pages
+ * receives the pages, each with a reference the caller drops, and they
+ * become the most recently used.
  */
 enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 			    unsigned int nr, struct page **pages,
 			    unsigned int *count)
 {
+	struct tc_fill *fill;
 	enum tc_run kind;
 	struct page *page;
 	unsigned long flags;
@@ -110,11 +123,10 @@ enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 		kind = c->writes_inflight ? TC_RUN_BUSY : TC_RUN_ABSENT;
 		c->stats.misses += i;
 	} else if (tc_pending(c, blk)) {
-		while (i < nr && xa_load(&c->blocks, blk + i) &&
-		       tc_pending(c, blk + i))
+		fill = tc_filling(c, blk);
+		while (i < nr && tc_filling(c, blk + i) == fill)
 			i++;
-		kind = TC_RUN_BUSY;
-		c->stats.misses += i;
+		kind = TC_RUN_FILLING;
 	} else {
 		while (i < nr) {
 			page = xa_load(&c->blocks, blk + i);
@@ -133,82 +145,149 @@ enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 }
 
 /*
- * Claim up to @nr absent blocks from @blk for a fill with the @nr fresh
- * @pages, if nothing changed since @seq was read and no write is in
- * flight. Returns how many leading blocks were claimed (0: do not fill).
- * The fill keeps ownership of its pages until tc_cache_end_fill().
+ * Claim up to @nr absent blocks from @blk for fill @f, whose pages the
+ * caller allocated, if nothing changed since @seq was read and no write
+ * is in flight. Returns how many leading blocks were claimed (0: do not
+ * fill); that becomes @f->nr. The fill keeps its page references: the
+ * cache takes its own when the fill publishes (tc_cache_end_fill()).
  */
-unsigned int tc_cache_begin_fill(struct tc_cache *c, unsigned long blk,
-				 unsigned int nr, struct page **pages, unsigned long seq)
+unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
+				 unsigned long blk, unsigned int nr,
+				 unsigned long seq)
 {
 	unsigned long flags;
 	unsigned int i;
 
+	f->blk = blk;
+	f->seq = seq;
+	f->nr = 0;
+	bio_list_init(&f->waiters);
 	xa_lock_irqsave(&c->blocks, flags);
 	if (c->seq != seq || c->writes_inflight) {
 		xa_unlock_irqrestore(&c->blocks, flags);
 		return 0;
 	}
-	for (i = 0; i < nr; i++) {
-		set_page_private(pages[i], blk + i);
-		if (__xa_insert(&c->blocks, blk + i, pages[i], GFP_NOWAIT))
+	for (i = 0; i < min(nr, TC_FILL_MAX); i++) {
+		set_page_private(f->pages[i], (unsigned long)f);
+		if (__xa_insert(&c->blocks, blk + i, f->pages[i], GFP_NOWAIT))
 			break;
 		__xa_set_mark(&c->blocks, blk + i, TC_PENDING);
 	}
 	c->nr_pending += i;
+	f->nr = i;
 	xa_unlock_irqrestore(&c->blocks, flags);
 	return i;
 }
 
 /*
- * A fill's read finished; @ok if it succeeded and @pages hold the data.
- * Publish the pages that are still ours if nothing changed since @seq,
- * drop them otherwise. Either way the caller is done with @pages.
+ * Queue @bio, which reads the @nr blocks from @blk, on the fill that is
+ * reading all of them. False if no single fill in flight covers them any
+ * more (it completed, or a write dropped its blocks): the caller reads the
+ * origin itself. The fill's completion serves or requeues the bio.
  */
-void tc_cache_end_fill(struct tc_cache *c, unsigned long blk,
-		       unsigned int nr, struct page **pages, unsigned long seq, bool ok)
+bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
+		   struct bio *bio)
 {
-	bool publish;
+	struct tc_fill *fill;
 	unsigned long flags;
+	unsigned int i;
+	bool queued = false;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	fill = tc_filling(c, blk);
+	for (i = 1; fill && i < nr; i++)
+		if (tc_filling(c, blk + i) != fill)
+			fill = NULL;
+	if (fill) {
+		bio_list_add(&fill->waiters, bio);
+		c->stats.waited += nr;
+		queued = true;
+	} else {
+		c->stats.misses += nr;
+	}
+	xa_unlock_irqrestore(&c->blocks, flags);
+	return queued;
+}
+
+/*
+ * Fill @f's read finished; @ok if it succeeded and its pages hold the
+ * data. Publish the pages that are still its own if nothing changed since
+ * it started (no whitelisted write began or ended, no range left the
+ * whitelist), drop them otherwise; read errors are never cached. The bios
+ * that waited go to @served if the fill published (the caller copies the
+ * fill's pages to them), to @requeue otherwise (the caller reads the
+ * origin again for them: what they would have been given may be stale).
+ * Returns whether the fill published. The fill's own page references stay
+ * with the caller.
+ */
+bool tc_cache_end_fill(struct tc_cache *c, struct tc_fill *f, bool ok,
+		       struct bio_list *served, struct bio_list *requeue)
+{
+	struct bio *bio;
+	unsigned long flags;
+	bool publish;
 	unsigned int i;
 
 	xa_lock_irqsave(&c->blocks, flags);
-	publish = ok && c->seq == seq;
-	for (i = 0; i < nr; i++) {
-		if (xa_load(&c->blocks, blk + i) == pages[i]) {
-			c->nr_pending--;
-			if (publish) {
-				__xa_clear_mark(&c->blocks, blk + i, TC_PENDING);
-				list_add_tail(&pages[i]->lru, &c->lru);
-				c->nr_cached++;
-				c->stats.fills++;
-				continue;
-			}
-			__xa_erase(&c->blocks, blk + i);
+	publish = ok && c->seq == f->seq;
+	for (i = 0; i < f->nr; i++) {
+		struct page *page = f->pages[i];
+		unsigned long blk = f->blk + i;
+
+		if (xa_load(&c->blocks, blk) != page)
+			continue;	/* dropped by a write or invalidation */
+		c->nr_pending--;
+		if (!publish) {
+			__xa_erase(&c->blocks, blk);
+			continue;
 		}
-		put_page(pages[i]);
+		__xa_clear_mark(&c->blocks, blk, TC_PENDING);
+		set_page_private(page, blk);
+		get_page(page);
+		list_add_tail(&page->lru, &c->lru);
+		c->nr_cached++;
+		c->stats.fills++;
 	}
+	if (publish) {
+		bio_list_merge(served, &f->waiters);
+	} else {
+		bio_list_for_each(bio, &f->waiters)
+			c->stats.requeued += bio_sectors(bio) >> TC_BLOCK_SHIFT;
+		bio_list_merge(requeue, &f->waiters);
+	}
+	bio_list_init(&f->waiters);
 	tc_cache_shrink_to(c, c->capacity);
 	xa_unlock_irqrestore(&c->blocks, flags);
+	return publish;
 }
 
-/* Drop blocks @first..@last, cached or being filled; xarray lock held. */
-static void tc_cache_drop_range(struct tc_cache *c, unsigned long first,
-				unsigned long last)
+/*
+ * Drop up to @batch blocks of @first..@last, cached or being filled, and
+ * return the number of the block after the last one looked at (0 when the
+ * range is done); xarray lock held.
+ */
+static unsigned long tc_cache_drop_range(struct tc_cache *c, unsigned long first,
+					 unsigned long last, unsigned int batch)
 {
+	XA_STATE(xas, &c->blocks, first);
 	struct page *page;
-	unsigned long idx;
 
-	xa_for_each_range(&c->blocks, idx, page, first, last) {
-		if (tc_pending(c, idx)) {
+	xas_for_each(&xas, page, last) {
+		if (!batch--)
+			return xas.xa_index;
+		if (xas_get_mark(&xas, TC_PENDING)) {
 			/* The fill owns the page and will see @seq changed. */
-			__xa_erase(&c->blocks, idx);
+			xas_store(&xas, NULL);
 			c->nr_pending--;
 		} else {
-			tc_cache_drop(c, page);
+			list_del(&page->lru);
+			xas_store(&xas, NULL);
+			c->nr_cached--;
+			put_page(page);
 		}
 		c->stats.invalidations++;
 	}
+	return 0;
 }
 
 /*
@@ -224,7 +303,8 @@ void tc_cache_write_begin(struct tc_cache *c, unsigned long first,
 	xa_lock_irqsave(&c->blocks, flags);
 	tc_cache_bump(c);
 	c->writes_inflight++;
-	tc_cache_drop_range(c, first, last);
+	/* A bio's blocks: bounded by the largest bio. */
+	tc_cache_drop_range(c, first, last, UINT_MAX);
 	xa_unlock_irqrestore(&c->blocks, flags);
 }
 
@@ -238,16 +318,34 @@ void tc_cache_write_end(struct tc_cache *c)
 	xa_unlock_irqrestore(&c->blocks, flags);
 }
 
-/* Drop blocks @first..@last and fail fills in flight (whitelist removal). */
+/* Blocks dropped per lock hold when a whole range or the cache goes. */
+#define TC_DROP_BATCH 256
+
+/*
+ * Drop blocks @first..@last and fail fills in flight (whitelist removal,
+ * drop_cache), TC_DROP_BATCH blocks per lock hold: the range may be the
+ * whole cache, and the lock disables interrupts. The first bump keeps
+ * every fill that started earlier from publishing; a fill that starts
+ * between two batches read the device after the call began, which is
+ * what a read after it would see too (removed ranges are not cacheable
+ * any more: the caller published the new whitelist before). May sleep.
+ */
 void tc_cache_invalidate(struct tc_cache *c, unsigned long first,
 			 unsigned long last)
 {
-	unsigned long flags;
+	unsigned long flags, next = first;
+	bool bumped = false;
 
-	xa_lock_irqsave(&c->blocks, flags);
-	tc_cache_bump(c);
-	tc_cache_drop_range(c, first, last);
-	xa_unlock_irqrestore(&c->blocks, flags);
+	might_sleep();
+	do {
+		xa_lock_irqsave(&c->blocks, flags);
+		if (!bumped)
+			tc_cache_bump(c);
+		bumped = true;
+		next = tc_cache_drop_range(c, next, last, TC_DROP_BATCH);
+		xa_unlock_irqrestore(&c->blocks, flags);
+		cond_resched();
+	} while (next);
 }
 
 /* Evict up to @nr least recently used blocks; returns how many. */
@@ -263,14 +361,22 @@ unsigned long tc_cache_evict(struct tc_cache *c, unsigned long nr)
 	return before;
 }
 
+/* New capacity; evicts down to it in batches (see tc_cache_invalidate()). */
 void tc_cache_set_capacity(struct tc_cache *c, unsigned long capacity)
 {
 	unsigned long flags;
+	bool more;
 
-	xa_lock_irqsave(&c->blocks, flags);
-	c->capacity = capacity;
-	tc_cache_shrink_to(c, capacity);
-	xa_unlock_irqrestore(&c->blocks, flags);
+	might_sleep();
+	do {
+		xa_lock_irqsave(&c->blocks, flags);
+		c->capacity = capacity;
+		tc_cache_shrink_to(c, max(capacity, c->nr_cached > TC_DROP_BATCH ?
+					  c->nr_cached - TC_DROP_BATCH : 0));
+		more = c->nr_cached > capacity;
+		xa_unlock_irqrestore(&c->blocks, flags);
+		cond_resched();
+	} while (more);
 }
 
 void tc_cache_get_stats(struct tc_cache *c, struct tc_cache_stats *st,

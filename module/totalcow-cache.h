@@ -6,6 +6,7 @@
 #ifndef TOTALCOW_CACHE_H
 #define TOTALCOW_CACHE_H
 
+#include <linux/bio.h>
 #include <linux/bits.h>
 #include <linux/blk_types.h>
 #include <linux/list.h>
@@ -16,11 +17,31 @@
 #define TC_BLOCK_SHIFT (PAGE_SHIFT - SECTOR_SHIFT)
 #define TC_BLOCK_SECTORS BIT(TC_BLOCK_SHIFT)
 
+/* Blocks one fill reads at most (128 KiB with 4 KiB pages). */
+#define TC_FILL_MAX 32
+
 /* What the leading blocks of a run are (tc_cache_lookup()). */
 enum tc_run {
 	TC_RUN_HIT,	/* cached: pages returned with a reference each */
 	TC_RUN_ABSENT,	/* not cached, nobody filling: may be filled */
-	TC_RUN_BUSY,	/* being filled by another bio, or writes in flight */
+	TC_RUN_FILLING,	/* being filled: the bio may wait for the fill */
+	TC_RUN_BUSY,	/* not cached, writes in flight: read the origin */
+};
+
+/*
+ * A fill: up to TC_FILL_MAX consecutive blocks read from the origin into
+ * @pages, which the fill allocated and owns (a caller's pages never enter
+ * the cache). While it is in flight its pages sit in the cache marked
+ * TC_PENDING with page_private() pointing to the fill, and reads of those
+ * blocks queue their bios on @waiters instead of reading the origin
+ * again. @waiters and the pending entries are under the cache's lock.
+ */
+struct tc_fill {
+	unsigned long blk;
+	unsigned long seq;
+	unsigned int nr;
+	struct bio_list waiters;
+	struct page *pages[TC_FILL_MAX];
 };
 
 /*
@@ -40,6 +61,8 @@ struct tc_cache_stats {
 	u64 fills;		/* blocks inserted */
 	u64 evictions;		/* blocks dropped for space or by reclaim */
 	u64 invalidations;	/* blocks dropped by writes and whitelist removal */
+	u64 waited;		/* blocks that waited for a fill in flight */
+	u64 requeued;		/* of those, re-read: the fill failed or raced */
 };
 
 /*
@@ -75,10 +98,13 @@ unsigned long tc_cache_seq(struct tc_cache *c);
 enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 			    unsigned int nr, struct page **pages,
 			    unsigned int *count);
-unsigned int tc_cache_begin_fill(struct tc_cache *c, unsigned long blk,
-				 unsigned int nr, struct page **pages, unsigned long seq);
-void tc_cache_end_fill(struct tc_cache *c, unsigned long blk,
-		       unsigned int nr, struct page **pages, unsigned long seq, bool ok);
+unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
+				 unsigned long blk, unsigned int nr,
+				 unsigned long seq);
+bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
+		   struct bio *bio);
+bool tc_cache_end_fill(struct tc_cache *c, struct tc_fill *f, bool ok,
+		       struct bio_list *served, struct bio_list *requeue);
 void tc_cache_write_begin(struct tc_cache *c, unsigned long first,
 			  unsigned long last);
 void tc_cache_write_end(struct tc_cache *c);

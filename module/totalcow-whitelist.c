@@ -287,9 +287,12 @@ static struct tc_wl_view *tc_wl_active(struct tc_whitelist *wl)
  * Add the @n ranges at @r (normalised in place) to template @tag and
  * publish them in @all; tc_wl_activate_locked() later makes them cacheable.
  * Everything is allocated before anything changes: on error nothing did.
+ * With @undo, what the add replaced is kept there until the caller either
+ * commits (tc_wl_add_commit_locked(), which activates) or takes the add
+ * back (tc_wl_add_abort_locked()), without unlocking in between.
  */
 int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
-		     struct tc_range *r, unsigned int n)
+		     struct tc_range *r, unsigned int n, struct tc_wl_undo *undo)
 {
 	struct tc_wl_view *all = tc_wl_all(wl), *nall;
 	struct tc_wl_tag *t = tc_wl_find(wl, tag), *nt = NULL;
@@ -329,7 +332,16 @@ int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
 		wl->nr_tags++;
 	}
 	tc_ranges_union(t->r, t->nr, r, n, tr);
-	kvfree(t->r);
+	if (undo) {
+		undo->tag = t;
+		undo->new_tag = nt;
+		undo->r = t->r;
+		undo->nr = t->nr;
+		undo->sectors = t->sectors;
+		undo->all = all;
+	} else {
+		kvfree(t->r);
+	}
 	t->r = tr;
 	t->nr = tnr;
 	t->sectors = tc_ranges_sectors(tr, tnr);
@@ -354,6 +366,41 @@ void tc_wl_activate_locked(struct tc_whitelist *wl)
 	rcu_assign_pointer(wl->active, all);
 	if (old)
 		kvfree_rcu(old, rcu);
+}
+
+/* Keep an add made with @undo: make it cacheable, free what it replaced. */
+void tc_wl_add_commit_locked(struct tc_whitelist *wl, struct tc_wl_undo *undo)
+{
+	tc_wl_activate_locked(wl);
+	kvfree(undo->r);
+	undo->r = NULL;
+}
+
+/*
+ * Take back an add made with @undo: the template's ranges and @all are
+ * what they were before it. Writes may still be looking at the view the
+ * add published (RCU), so it is freed after a grace period.
+ */
+void tc_wl_add_abort_locked(struct tc_whitelist *wl, struct tc_wl_undo *undo)
+{
+	struct tc_wl_view *nall = tc_wl_all(wl);
+	struct tc_wl_tag *t = undo->tag;
+
+	lockdep_assert_held(&wl->lock);
+	kvfree(t->r);
+	if (undo->new_tag) {
+		list_del(&t->list);
+		wl->nr_tags--;
+		kfree(t);
+	} else {
+		t->r = undo->r;
+		t->nr = undo->nr;
+		t->sectors = undo->sectors;
+	}
+	undo->r = NULL;
+	rcu_assign_pointer(wl->all, undo->all);
+	if (nall != tc_wl_active(wl))
+		kvfree_rcu(nall, rcu);
 }
 
 /* Rebuild the merged view of all tags, with @skip's ranges replaced. */

@@ -74,9 +74,21 @@ bool tc_tag_name_valid(const char *name);
 void tc_wl_init(struct tc_whitelist *wl);
 void tc_wl_destroy(struct tc_whitelist *wl);
 
+/* What an add replaced, until it is committed or taken back. */
+struct tc_wl_undo {
+	struct tc_wl_tag *tag;
+	bool new_tag;
+	struct tc_range *r;		/* the tag's ranges before */
+	unsigned int nr;
+	sector_t sectors;
+	struct tc_wl_view *all;		/* @all before (it was @active) */
+};
+
 /* Updates: the caller holds wl->lock. */
 int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
-		     struct tc_range *r, unsigned int n);
+		     struct tc_range *r, unsigned int n, struct tc_wl_undo *undo);
+void tc_wl_add_commit_locked(struct tc_whitelist *wl, struct tc_wl_undo *undo);
+void tc_wl_add_abort_locked(struct tc_whitelist *wl, struct tc_wl_undo *undo);
 void tc_wl_activate_locked(struct tc_whitelist *wl);
 int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 		     struct tc_range *r, unsigned int n,

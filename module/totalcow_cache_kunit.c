@@ -35,27 +35,79 @@ static void tc_test_pages(struct kunit *test, struct page **pages,
 	}
 }
 
-/* Fill @n blocks from @blk in one go; returns how many were claimed. */
-static unsigned int tc_test_fill(struct kunit *test, struct tc_cache *c,
-				 unsigned long blk, unsigned int n, u8 tag)
+/*
+ * Begin a fill of @n fresh pages tagged @tag at @blk, as of @seq; *@got
+ * is how many blocks it claimed. The pages it did not claim are freed.
+ */
+static struct tc_fill *tc_test_begin_seq(struct kunit *test, struct tc_cache *c,
+					 unsigned long blk, unsigned int n, u8 tag,
+					 unsigned long seq, unsigned int *got)
 {
-	struct page *pages[8];
-	unsigned long seq = tc_cache_seq(c);
-	unsigned int got, i;
+	struct tc_fill *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
+	unsigned int i;
 
-	tc_test_pages(test, pages, n, tag);
-	got = tc_cache_begin_fill(c, blk, n, pages, seq);
-	for (i = got; i < n; i++)
-		__free_page(pages[i]);
-	if (got)
-		tc_cache_end_fill(c, blk, got, pages, seq, true);
-	return got;
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	tc_test_pages(test, f->pages, n, tag);
+	*got = tc_cache_begin_fill(c, f, blk, n, seq);
+	KUNIT_EXPECT_EQ(test, f->nr, *got);
+	for (i = *got; i < n; i++)
+		put_page(f->pages[i]);
+	return f;
+}
+
+static struct tc_fill *tc_test_begin(struct kunit *test, struct tc_cache *c,
+				     unsigned long blk, unsigned int n, u8 tag,
+				     unsigned int *got)
+{
+	return tc_test_begin_seq(test, c, blk, n, tag, tc_cache_seq(c), got);
 }
 
 static void tc_test_put(struct page **pages, unsigned int n)
 {
 	while (n)
 		put_page(pages[--n]);
+}
+
+/* End @f the way the target does: the fill drops its own references. */
+static bool tc_test_end(struct tc_cache *c, struct tc_fill *f, bool ok,
+			struct bio_list *served, struct bio_list *requeue)
+{
+	bool published = tc_cache_end_fill(c, f, ok, served, requeue);
+
+	tc_test_put(f->pages, f->nr);
+	return published;
+}
+
+/* Fill @n blocks from @blk in one go; returns how many were claimed. */
+static unsigned int tc_test_fill(struct kunit *test, struct tc_cache *c,
+				 unsigned long blk, unsigned int n, u8 tag)
+{
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
+	struct tc_fill *f;
+	unsigned int got;
+
+	f = tc_test_begin(test, c, blk, n, tag, &got);
+	if (got)
+		KUNIT_EXPECT_TRUE(test, tc_test_end(c, f, true, &served, &requeue));
+	return got;
+}
+
+static void tc_test_bio_free(void *bio)
+{
+	bio_uninit(bio);
+	kfree(bio);
+}
+
+/* A read bio of @nr blocks, with no data: only waits are tested with it. */
+static struct bio *tc_test_bio(struct kunit *test, unsigned int nr)
+{
+	struct bio *bio = bio_kmalloc(0, GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, bio);
+	bio_init(bio, NULL, NULL, 0, REQ_OP_READ);
+	bio->bi_iter.bi_size = nr * TC_BLOCK_SIZE;
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, tc_test_bio_free, bio), 0);
+	return bio;
 }
 
 static void tc_cache_fill_then_hit(struct kunit *test)
@@ -82,88 +134,199 @@ static void tc_cache_fill_then_hit(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, c->stats.hits, 4);
 }
 
+/*
+ * The cache holds its own reference to a published page; the fill's goes
+ * when the fill is done with it. Pages of fills in flight are the fill's.
+ */
+static void tc_cache_fill_pages_belong_to_the_fill(struct kunit *test)
+{
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
+	struct tc_cache *c = tc_test_cache(test, 100);
+	struct tc_fill *f;
+	unsigned int got;
+
+	f = tc_test_begin(test, c, 0, 2, 0x10, &got);
+	KUNIT_ASSERT_EQ(test, got, 2);
+	KUNIT_EXPECT_EQ(test, page_ref_count(f->pages[0]), 1);
+	KUNIT_EXPECT_EQ(test, c->nr_pending, 2);
+	KUNIT_EXPECT_TRUE(test, tc_cache_end_fill(c, f, true, &served, &requeue));
+	KUNIT_EXPECT_EQ(test, page_ref_count(f->pages[0]), 2);
+	KUNIT_EXPECT_EQ(test, page_private(f->pages[1]), 1);
+	tc_test_put(f->pages, f->nr);
+	KUNIT_EXPECT_EQ(test, page_ref_count(f->pages[1]), 1);
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 2);
+	KUNIT_EXPECT_EQ(test, c->nr_pending, 0);
+
+	/* A write drops a pending page from the cache, not from the fill. */
+	f = tc_test_begin(test, c, 4, 2, 0x20, &got);
+	KUNIT_ASSERT_EQ(test, got, 2);
+	tc_cache_write_begin(c, 5, 5);
+	KUNIT_EXPECT_EQ(test, page_ref_count(f->pages[1]), 1);
+	KUNIT_EXPECT_EQ(test, *(u8 *)page_address(f->pages[1]), 0x21);
+	tc_cache_write_end(c);
+	KUNIT_EXPECT_FALSE(test, tc_test_end(c, f, true, &served, &requeue));
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 2);
+	KUNIT_EXPECT_EQ(test, c->nr_pending, 0);
+}
+
 static void tc_cache_read_error_is_not_cached(struct kunit *test)
 {
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
 	struct tc_cache *c = tc_test_cache(test, 100);
-	unsigned long seq = tc_cache_seq(c);
+	struct bio *waiter = tc_test_bio(test, 1);
 	struct page *pages[2];
-	unsigned int count;
+	struct tc_fill *f;
+	unsigned int count, got;
 
-	tc_test_pages(test, pages, 2, 0);
-	KUNIT_ASSERT_EQ(test, tc_cache_begin_fill(c, 0, 2, pages, seq), 2);
-	tc_cache_end_fill(c, 0, 2, pages, seq, false);
+	f = tc_test_begin(test, c, 0, 2, 0, &got);
+	KUNIT_ASSERT_EQ(test, got, 2);
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 1, waiter));
+	KUNIT_EXPECT_FALSE(test, tc_test_end(c, f, false, &served, &requeue));
+	/* The waiter reads the origin itself, and gets its own error. */
+	KUNIT_EXPECT_TRUE(test, bio_list_empty(&served));
+	KUNIT_EXPECT_PTR_EQ(test, bio_list_pop(&requeue), waiter);
+	KUNIT_EXPECT_EQ(test, c->stats.requeued, 1);
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 2, pages, &count), TC_RUN_ABSENT);
 	KUNIT_EXPECT_EQ(test, count, 2);
 	KUNIT_EXPECT_EQ(test, c->nr_cached, 0);
 	KUNIT_EXPECT_EQ(test, c->nr_pending, 0);
 }
 
-/* A second reader of a block being filled passes through; no double fill. */
-static void tc_cache_concurrent_miss_fills_once(struct kunit *test)
+/*
+ * A second reader of blocks being filled waits for the fill and is served
+ * from it: the origin is read once, and nobody fills twice.
+ */
+static void tc_cache_concurrent_miss_waits_for_the_fill(struct kunit *test)
 {
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
 	struct tc_cache *c = tc_test_cache(test, 100);
-	unsigned long seq = tc_cache_seq(c);
-	struct page *first[2], *second[2], *hits[2];
-	unsigned int count;
+	struct bio *w1 = tc_test_bio(test, 3), *w2 = tc_test_bio(test, 1);
+	struct page *hits[4];
+	struct tc_fill *f;
+	unsigned int count, got;
 
-	tc_test_pages(test, first, 2, 1);
-	tc_test_pages(test, second, 2, 9);
-	KUNIT_ASSERT_EQ(test, tc_cache_begin_fill(c, 0, 2, first, seq), 2);
-	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 2, hits, &count), TC_RUN_BUSY);
-	KUNIT_EXPECT_EQ(test, count, 2);
-	KUNIT_EXPECT_EQ(test, tc_cache_begin_fill(c, 0, 2, second, seq), 0);
-	__free_page(second[0]);
-	__free_page(second[1]);
-	tc_cache_end_fill(c, 0, 2, first, seq, true);
-	KUNIT_EXPECT_EQ(test, c->stats.fills, 2);
-	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 2, hits, &count), TC_RUN_HIT);
+	f = tc_test_begin(test, c, 0, 4, 1, &got);
+	KUNIT_ASSERT_EQ(test, got, 4);
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 1, 8, hits, &count), TC_RUN_FILLING);
+	KUNIT_EXPECT_EQ(test, count, 3);
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 3, w1));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 3, 1, w2));
+	tc_test_begin(test, c, 0, 2, 9, &got);
+	KUNIT_EXPECT_EQ(test, got, 0);
+
+	KUNIT_EXPECT_TRUE(test, tc_test_end(c, f, true, &served, &requeue));
+	KUNIT_EXPECT_PTR_EQ(test, bio_list_pop(&served), w1);
+	KUNIT_EXPECT_PTR_EQ(test, bio_list_pop(&served), w2);
+	KUNIT_EXPECT_TRUE(test, bio_list_empty(&served));
+	KUNIT_EXPECT_TRUE(test, bio_list_empty(&requeue));
+	KUNIT_EXPECT_EQ(test, c->stats.waited, 4);
+	KUNIT_EXPECT_EQ(test, c->stats.fills, 4);
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &count), TC_RUN_HIT);
 	KUNIT_EXPECT_EQ(test, *(u8 *)page_address(hits[1]), 2);
 	tc_test_put(hits, count);
+	/* Done: waiting on it is refused, the bio reads the origin. */
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 0, 1, tc_test_bio(test, 1)));
+}
+
+/* A wait covers blocks of one fill in flight, or nothing. */
+static void tc_cache_wait_needs_one_fill(struct kunit *test)
+{
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
+	struct tc_cache *c = tc_test_cache(test, 100);
+	struct tc_fill *a, *b;
+	struct page *hits[4];
+	unsigned int count, got;
+
+	a = tc_test_begin(test, c, 0, 2, 1, &got);
+	KUNIT_ASSERT_EQ(test, got, 2);
+	b = tc_test_begin(test, c, 2, 2, 5, &got);
+	KUNIT_ASSERT_EQ(test, got, 2);
+	/* The run of one fill stops where the next fill's blocks start. */
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &count), TC_RUN_FILLING);
+	KUNIT_EXPECT_EQ(test, count, 2);
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 1, 2, tc_test_bio(test, 2)));
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 4, 1, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_EQ(test, c->stats.waited, 0);
+	KUNIT_EXPECT_EQ(test, c->stats.misses, 3);
+	KUNIT_EXPECT_TRUE(test, tc_test_end(c, a, true, &served, &requeue));
+	KUNIT_EXPECT_TRUE(test, tc_test_end(c, b, true, &served, &requeue));
+	KUNIT_EXPECT_TRUE(test, bio_list_empty(&served));
 }
 
 /*
  * The race the design is about: a fill reads the old data, a write to the
- * block starts and completes, then the fill completes. It must not publish.
- * Fills that start while the write is in flight must not even begin.
+ * block starts and completes, then the fill completes. It must not
+ * publish, and bios that waited for it read the origin again. Fills that
+ * start while the write is in flight must not even begin.
  */
 static void tc_cache_fill_racing_write_is_dropped(struct kunit *test)
 {
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
 	struct tc_cache *c = tc_test_cache(test, 100);
-	struct page *pages[1], *late[1], *hits[1];
+	struct bio *waiter = tc_test_bio(test, 2);
+	struct page *hits[2];
+	struct tc_fill *f;
 	unsigned long seq = tc_cache_seq(c), seq2;
-	unsigned int count;
+	unsigned int count, got;
 
-	tc_test_pages(test, pages, 1, 0xaa);
-	KUNIT_ASSERT_EQ(test, tc_cache_begin_fill(c, 5, 1, pages, seq), 1);
+	f = tc_test_begin_seq(test, c, 5, 2, 0xaa, seq, &got);
+	KUNIT_ASSERT_EQ(test, got, 2);
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 5, 2, waiter));
 	tc_cache_write_begin(c, 5, 5);
 	KUNIT_EXPECT_EQ(test, c->stats.invalidations, 1);
 
-	/* While the write is in flight, nobody may fill. */
+	/* While the write is in flight, nobody may fill or wait. */
 	seq2 = tc_cache_seq(c);
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 5, 1, hits, &count), TC_RUN_BUSY);
-	tc_test_pages(test, late, 1, 0xbb);
-	KUNIT_EXPECT_EQ(test, tc_cache_begin_fill(c, 5, 1, late, seq2), 0);
-	__free_page(late[0]);
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 5, 1, tc_test_bio(test, 1)));
+	tc_test_begin_seq(test, c, 5, 1, 0xbb, seq2, &got);
+	KUNIT_EXPECT_EQ(test, got, 0);
 
 	tc_cache_write_end(c);
-	tc_cache_end_fill(c, 5, 1, pages, seq, true);
+	KUNIT_EXPECT_FALSE(test, tc_test_end(c, f, true, &served, &requeue));
+	KUNIT_EXPECT_TRUE(test, bio_list_empty(&served));
+	KUNIT_EXPECT_PTR_EQ(test, bio_list_pop(&requeue), waiter);
+	KUNIT_EXPECT_EQ(test, c->stats.requeued, 2);
 	KUNIT_EXPECT_EQ(test, c->nr_cached, 0);
 	KUNIT_EXPECT_EQ(test, c->nr_pending, 0);
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 5, 1, hits, &count), TC_RUN_ABSENT);
 
+	/* A write elsewhere in the whitelist also keeps a fill from publishing. */
+	f = tc_test_begin(test, c, 5, 1, 0xcc, &got);
+	KUNIT_ASSERT_EQ(test, got, 1);
+	tc_cache_write_begin(c, 900, 900);
+	tc_cache_write_end(c);
+	KUNIT_EXPECT_FALSE(test, tc_test_end(c, f, true, &served, &requeue));
+
 	/* A fill that read @seq before the write ended is stale too. */
-	tc_test_pages(test, late, 1, 0xcc);
 	tc_cache_write_begin(c, 5, 5);
 	seq2 = tc_cache_seq(c);
 	tc_cache_write_end(c);
-	KUNIT_EXPECT_EQ(test, tc_cache_begin_fill(c, 5, 1, late, seq2), 0);
-	__free_page(late[0]);
+	tc_test_begin_seq(test, c, 5, 1, 0xcc, seq2, &got);
+	KUNIT_EXPECT_EQ(test, got, 0);
 
 	/* After the write, a fresh fill works. */
 	KUNIT_EXPECT_EQ(test, tc_test_fill(test, c, 5, 1, 0xdd), 1);
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 5, 1, hits, &count), TC_RUN_HIT);
 	KUNIT_EXPECT_EQ(test, *(u8 *)page_address(hits[0]), 0xdd);
 	tc_test_put(hits, count);
+}
+
+/* Whitelist removal fails fills in flight; their waiters read again. */
+static void tc_cache_invalidate_requeues_waiters(struct kunit *test)
+{
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
+	struct tc_cache *c = tc_test_cache(test, 100);
+	struct bio *waiter = tc_test_bio(test, 1);
+	struct tc_fill *f;
+	unsigned int got;
+
+	f = tc_test_begin(test, c, 0, 1, 0, &got);
+	KUNIT_ASSERT_EQ(test, got, 1);
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 0, 1, waiter));
+	tc_cache_invalidate(c, 0, ULONG_MAX);
+	KUNIT_EXPECT_FALSE(test, tc_test_end(c, f, true, &served, &requeue));
+	KUNIT_EXPECT_PTR_EQ(test, bio_list_pop(&requeue), waiter);
 }
 
 static void tc_cache_write_drops_cached_blocks(struct kunit *test)
@@ -217,6 +380,30 @@ static void tc_cache_lru_eviction_and_capacity(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, c->nr_cached, 0);
 }
 
+/* Dropping the whole cache or shrinking it works in bounded batches. */
+static void tc_cache_large_drops_are_batched(struct kunit *test)
+{
+	struct tc_cache *c = tc_test_cache(test, 4096);
+	unsigned long i;
+
+	for (i = 0; i < 3000; i += TC_FILL_MAX)
+		KUNIT_ASSERT_EQ(test, tc_test_fill(test, c, i, TC_FILL_MAX, 0), TC_FILL_MAX);
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 3008);
+	tc_cache_set_capacity(c, 100);
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 100);
+	KUNIT_EXPECT_EQ(test, c->stats.evictions, 2908);
+	tc_cache_set_capacity(c, 4096);
+	for (i = 0; i < 3000; i += TC_FILL_MAX)
+		tc_test_fill(test, c, i, TC_FILL_MAX, 0);
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 3008);
+	tc_cache_invalidate(c, 1000, 2999);
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 1008);
+	tc_cache_invalidate(c, 0, ULONG_MAX);
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 0);
+	KUNIT_EXPECT_TRUE(test, xa_empty(&c->blocks));
+	KUNIT_EXPECT_TRUE(test, list_empty(&c->lru));
+}
+
 /* A page handed to a reader survives eviction until the reader drops it. */
 static void tc_cache_hit_page_outlives_eviction(struct kunit *test)
 {
@@ -267,9 +454,13 @@ static void tc_cache_admits_on_second_miss(struct kunit *test)
 
 static struct kunit_case tc_cache_test_cases[] = {
 	KUNIT_CASE(tc_cache_fill_then_hit),
+	KUNIT_CASE(tc_cache_fill_pages_belong_to_the_fill),
 	KUNIT_CASE(tc_cache_read_error_is_not_cached),
-	KUNIT_CASE(tc_cache_concurrent_miss_fills_once),
+	KUNIT_CASE(tc_cache_concurrent_miss_waits_for_the_fill),
+	KUNIT_CASE(tc_cache_wait_needs_one_fill),
 	KUNIT_CASE(tc_cache_fill_racing_write_is_dropped),
+	KUNIT_CASE(tc_cache_invalidate_requeues_waiters),
+	KUNIT_CASE(tc_cache_large_drops_are_batched),
 	KUNIT_CASE(tc_cache_write_drops_cached_blocks),
 	KUNIT_CASE(tc_cache_lru_eviction_and_capacity),
 	KUNIT_CASE(tc_cache_hit_page_outlives_eviction),

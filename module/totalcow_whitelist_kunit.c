@@ -186,11 +186,11 @@ static void tc_wl_tags_add_del_clear(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, tc_test_wl_exit, wl), 0);
 	mutex_lock(&wl->lock);
 
-	KUNIT_EXPECT_EQ(test, tc_wl_add_locked(wl, "a", a, 2), 0);
+	KUNIT_EXPECT_EQ(test, tc_wl_add_locked(wl, "a", a, 2, NULL), 0);
 	/* Until activated, new ranges are seen by writes, not reads. */
 	KUNIT_EXPECT_NULL(test, rcu_dereference_protected(wl->active, true));
 	tc_wl_activate_locked(wl);
-	KUNIT_EXPECT_EQ(test, tc_wl_add_locked(wl, "b", b, 2), 0);
+	KUNIT_EXPECT_EQ(test, tc_wl_add_locked(wl, "b", b, 2, NULL), 0);
 	tc_wl_activate_locked(wl);
 	all = tc_test_all(wl);
 	tc_expect_ranges(test, all->r, all->nr, merged, 1);
@@ -214,7 +214,7 @@ static void tc_wl_tags_add_del_clear(struct kunit *test)
 	}
 
 	/* Rejected changes change nothing. */
-	KUNIT_EXPECT_EQ(test, tc_wl_add_locked(wl, "bad/tag", bad, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, tc_wl_add_locked(wl, "bad/tag", bad, 1, NULL), -EINVAL);
 	KUNIT_EXPECT_EQ(test, tc_wl_del_locked(wl, "a", bad, 1, &gone), -ENOENT);
 	KUNIT_EXPECT_EQ(test, tc_wl_del_locked(wl, "nope", NULL, 0, &gone), -ENOENT);
 	KUNIT_EXPECT_PTR_EQ(test, tc_test_all(wl), all);

@@ -33,15 +33,26 @@
 /* The fixed width of one line of templates/<name>/extents. */
 #define TC_EXTENT_LINE 42
 
+/*
+ * @op_lock serialises the changes of one template's ranges (add_extents,
+ * deregister) without holding tc_templates_lock: an add waits for the
+ * device's writes in flight, and a stuck write on one device must not
+ * block every other template. @gone: deregistered, off the list.
+ */
 struct tc_template {
 	struct kobject kobj;
 	struct list_head list;
+	struct mutex op_lock;		/* add_extents, deregister */
+	bool gone;
 	dev_t dev;
 	char name[TC_TAG_MAX + 1];
 };
 
 static LIST_HEAD(tc_templates);
 static DEFINE_MUTEX(tc_templates_lock);	/* the list and the kobjects */
+
+/* Template @name with a reference, or NULL. */
+static struct tc_template *tc_template_get(const char *name);
 static struct kobject *totalcow_kobj, *templates_kobj;
 
 #define to_template(k) container_of(k, struct tc_template, kobj)
@@ -55,6 +66,18 @@ static struct tc_template *tc_template_find(const char *name)
 		if (!strcmp(t->name, name))
 			return t;
 	return NULL;
+}
+
+static struct tc_template *tc_template_get(const char *name)
+{
+	struct tc_template *t;
+
+	mutex_lock(&tc_templates_lock);
+	t = tc_template_find(name);
+	if (t)
+		kobject_get(&t->kobj);
+	mutex_unlock(&tc_templates_lock);
+	return t;
 }
 
 /* Totals of @t from its device; 0 if the device or its table went away. */
@@ -230,11 +253,10 @@ static ssize_t register_store(struct kobject *kobj, struct kobj_attribute *attr,
 		goto out;
 	}
 
-	mutex_lock(&tc_templates_lock);
-	ret = -EEXIST;
-	if (tc_template_find(argv[0]))
-		goto unlock;
-	/* The device must have a live totalcow target without this tag. */
+	/*
+	 * The device must have a live totalcow target without this tag;
+	 * asked before taking the list's lock, as the device may be busy.
+	 */
 	ret = totalcow_whitelist_get(dev, argv[0], 0, 0, NULL, &nr, &sectors);
 	if (ret != -ENOENT) {
 		if (!ret)
@@ -242,13 +264,18 @@ static ssize_t register_store(struct kobject *kobj, struct kobj_attribute *attr,
 		else if (ret == -ENODEV)
 			pr_warn("totalcow: register %s: %u:%u is not a totalcow device\n",
 				argv[0], MAJOR(dev), MINOR(dev));
-		goto unlock;
+		goto out;
 	}
+	mutex_lock(&tc_templates_lock);
+	ret = -EEXIST;
+	if (tc_template_find(argv[0]))
+		goto unlock;
 	ret = -ENOMEM;
 	t = kzalloc(sizeof(*t), GFP_KERNEL);
 	if (!t)
 		goto unlock;
 	strscpy(t->name, argv[0], sizeof(t->name));
+	mutex_init(&t->op_lock);
 	t->dev = dev;
 	ret = kobject_init_and_add(&t->kobj, &tc_template_ktype, templates_kobj,
 				   "%s", t->name);
@@ -293,17 +320,24 @@ static ssize_t add_extents_store(struct kobject *kobj,
 		goto out;
 	}
 
-	mutex_lock(&tc_templates_lock);
-	t = tc_template_find(argv[0]);
-	if (!t)
-		ret = -ENOENT;
-	else
-		ret = totalcow_whitelist_add(t->dev, t->name, r, argc / 2);
-	mutex_unlock(&tc_templates_lock);
+	t = tc_template_get(argv[0]);
+	ret = -ENOENT;
+	if (t && !mutex_lock_killable(&t->op_lock)) {
+		ret = t->gone ? -ENOENT :
+		      totalcow_whitelist_add(t->dev, t->name, r, argc / 2);
+		mutex_unlock(&t->op_lock);
+	} else if (t) {
+		ret = -EINTR;
+	}
+	if (t)
+		kobject_put(&t->kobj);
 	if (ret == -EINVAL)
 		pr_warn("totalcow: add_extents %s: a range ends beyond the device\n", argv[0]);
 	else if (ret == -ENOENT)
 		pr_warn("totalcow: add_extents %s: no such template\n", argv[0]);
+	else if (ret == -EINTR)
+		pr_warn("totalcow: add_extents %s: interrupted waiting for the device's writes in flight; nothing changed\n",
+			argv[0]);
 	else if (ret)
 		pr_warn("totalcow: add_extents %s: failed (%d)\n", argv[0], ret);
 out:
@@ -327,21 +361,32 @@ static ssize_t deregister_store(struct kobject *kobj,
 	if (argc != 1 || !tc_tag_name_valid(argv[0]))
 		goto out;
 
-	mutex_lock(&tc_templates_lock);
-	t = tc_template_find(argv[0]);
+	t = tc_template_get(argv[0]);
 	if (!t) {
 		ret = -ENOENT;
-	} else {
+		goto out;
+	}
+	if (mutex_lock_killable(&t->op_lock)) {
+		ret = -EINTR;
+		goto put;
+	}
+	ret = -ENOENT;
+	if (!t->gone) {
 		/* Gone already if the device or its table went away. */
 		ret = totalcow_whitelist_del(t->dev, t->name, NULL, 0);
 		if (ret == -ENODEV || ret == -ENOENT)
 			ret = 0;
 		if (!ret) {
+			t->gone = true;
+			mutex_lock(&tc_templates_lock);
 			list_del(&t->list);
-			kobject_put(&t->kobj);
+			mutex_unlock(&tc_templates_lock);
+			kobject_put(&t->kobj);	/* the list's reference */
 		}
 	}
-	mutex_unlock(&tc_templates_lock);
+	mutex_unlock(&t->op_lock);
+put:
+	kobject_put(&t->kobj);
 out:
 	argv_free(argv);
 	return ret ? ret : count;

@@ -33,6 +33,16 @@ for args in "${bad_tables[@]}"; do
 	fi
 	[ ! -e /dev/mapper/bad ] || die "table '$args' left a device"
 done
+# Two totalcow targets in one table: the kernel API names a target by its
+# device, so the second is refused with a clear error.
+half=$((sectors / 2))
+if printf '0 %s totalcow /dev/ubda\n%s %s totalcow /dev/ubda\n' "$half" "$half" "$half" |
+	dmsetup create bad 2>/dev/null; then
+	die "a table with two totalcow targets was accepted"
+fi
+[ ! -e /dev/mapper/bad ] || die "the two-target table left a device"
+dmesg | grep -q "Only one totalcow target per device" ||
+	die "no clear error for two totalcow targets in one table"
 if dmsetup create bad --table "0 $sectors totalcow" 2>/dev/null; then
 	die "table without an origin was accepted"
 fi

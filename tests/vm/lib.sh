@@ -87,7 +87,7 @@ tc_register() {
 
 # tc_stat NAME FIELD: one STATUSTYPE_INFO field of totalcow device NAME:
 # hits misses bypassed fills evictions invalidations cached capacity
-# extents sectors templates.
+# extents sectors templates waited requeued.
 tc_stat() {
 	dmsetup status "$1" | awk -v f="$2" '{
 		split($10, c, "/")
@@ -95,6 +95,7 @@ tc_stat() {
 		v["fills"] = $7; v["evictions"] = $8; v["invalidations"] = $9
 		v["cached"] = c[1]; v["capacity"] = c[2]; v["extents"] = $11
 		v["sectors"] = $12; v["templates"] = $13
+		v["waited"] = $14; v["requeued"] = $15
 		if (!(f in v)) exit 1
 		print v[f]
 	}' || die "tc_stat: no field '$2'"

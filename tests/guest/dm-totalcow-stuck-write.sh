@@ -1,0 +1,76 @@
+#!/bin/bash
+# A write stuck below one totalcow device (its origin, a dm-linear device,
+# is suspended) must not hang anything but the whitelist changes of that
+# device, and those only until they are killed: a whitelist_add (message
+# and sysfs add_extents) waits for the stuck write, the resume of another
+# totalcow device and other sysfs calls go on meanwhile, SIGKILL ends the
+# waits, and the killed adds change nothing. Once the origin resumes, the
+# adds work.
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+
+tpl=/sys/kernel/mm/totalcow/templates
+devnum() { dmsetup info -c --noheadings -o major,minor "$1" | tr -d ' '; }
+# gone PID...: all of them exit within 10 s.
+gone() {
+	local i pid
+	for i in $(seq 100); do
+		for pid in "$@"; do
+			kill -0 "$pid" 2>/dev/null && continue 2
+		done
+		return 0
+	done
+	return 1
+}
+# alive_after PID: still running after 1 s.
+alive_after() { sleep 1; kill -0 "$1" 2>/dev/null; }
+
+sectors=$(blockdev --getsz /dev/ubda)
+dmsetup create lower --table "0 $sectors linear /dev/ubda 0"
+tc_create tc /dev/mapper/lower cache_size 16
+tc_create tc2 /dev/ubdb cache_size 16
+echo "stuck $(devnum tc)" > $tpl/register
+echo "other $(devnum tc2)" > $tpl/register
+
+dmsetup suspend lower
+dd if=/dev/zero of=/dev/mapper/tc bs=4k count=1 oflag=direct status=none &
+ddpid=$!
+alive_after $ddpid || die "the write did not get stuck"
+
+dmsetup message tc 0 whitelist_add stuck 0 64 2>/dev/null &
+msgpid=$!
+sh -c "echo 'stuck 64 64' > $tpl/add_extents" 2>/dev/null &
+sysfspid=$!
+alive_after $msgpid || die "whitelist_add did not wait for the write in flight"
+kill -0 $sysfspid || die "add_extents did not wait for the write in flight"
+
+# Everything else goes on.
+timeout 20 dmsetup suspend tc2 || die "suspend of another totalcow device hung"
+timeout 20 dmsetup resume tc2 || die "resume of another totalcow device hung"
+timeout 20 sh -c "echo 'other 0 64' > $tpl/add_extents" || die "sysfs add on another device hung"
+timeout 20 cat $tpl/other/nr_extents > /dev/null || die "sysfs read hung"
+timeout 20 sh -c "echo 'third $(devnum tc2)' > $tpl/register" || die "sysfs register hung"
+timeout 20 sh -c "echo third > $tpl/deregister" || die "sysfs deregister hung"
+[ "$(tc_stat tc2 extents)" = 1 ] || die "the add on the other device did not apply"
+
+# The waits end on SIGKILL and change nothing.
+kill -KILL $msgpid $sysfspid
+gone $msgpid $sysfspid || die "whitelist_add waits are not killable"
+wait $msgpid $sysfspid || true
+dmesg | grep -q "interrupted while waiting for writes in flight; nothing changed" ||
+	die "no message for the interrupted whitelist_add"
+[ "$(tc_stat tc extents)" = 0 ] || die "a killed whitelist_add left ranges behind"
+[ "$(tc_stat tc templates)" = 0 ] || die "a killed whitelist_add left a template behind"
+[ "$(cat $tpl/stuck/nr_extents)" = 0 ] || die "a killed add_extents left ranges behind"
+
+dmsetup resume lower
+wait $ddpid || die "the stuck write failed"
+timeout 20 dmsetup message tc 0 whitelist_add stuck 0 64 || die "whitelist_add after the write"
+timeout 20 sh -c "echo 'stuck 64 64' > $tpl/add_extents" || die "add_extents after the write"
+[ "$(tc_stat tc extents)" = 1 ] && [ "$(tc_stat tc sectors)" = 128 ] ||
+	die "adds after the write did not apply"
+echo stuck > $tpl/deregister
+echo other > $tpl/deregister
+dmsetup remove tc
+dmsetup remove tc2
+dmsetup remove lower
+echo "dm-totalcow stuck write: other devices and sysfs went on; killed adds changed nothing"
