@@ -65,7 +65,7 @@ kunit: $(KERNEL_DEBUG)
 # kernel; W=1 and any compiler warning fails.
 modules:
 	@tests/vm/install-deps
-	tests/vm/build-module $(OOT)
+	hdr=$$(tests/vm/fetch-headers $(B)) && tests/vm/build-module $(OOT) "$$hdr"
 
 # checkpatch --strict and sparse on every kernel C file we own.
 lint: $(KERNEL_BASE)
