@@ -3,10 +3,11 @@
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import subprocess
 import tempfile
 
-from vmrun import RUNNER, run_vm
+from vmrun import BUILD, RUNNER, TOP, run_vm
 
 
 def load_runner():
@@ -58,14 +59,24 @@ def test_disks_and_output_directory():
     assert os.path.getsize(r.path("dmesg.txt")) > 0
 
 
-def test_output_directory_the_guest_cannot_reach_is_refused():
-    """The guest mounts tmpfs over /tmp: a run there would run nothing."""
-    with tempfile.TemporaryDirectory(dir="/tmp") as d:
-        p = subprocess.run([RUNNER, "-q", "-o", d, os.path.join(os.path.dirname(RUNNER), "..",
-                                                               "guest", "exit-with.sh"), "0"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-    assert p.returncode == 2, p.stderr
-    assert "which the guest mounts over" in p.stderr
+def test_checkout_and_output_under_paths_the_guest_mounts_over():
+    """The guest mounts tmpfs over /root, /tmp, /mnt ...: a checkout in
+    /root/src and an output directory in /tmp still reach the guest (the
+    guest mounts them from the host again). Before, the runner refused
+    such an output directory and the guest could not see such a checkout."""
+    kernel = os.path.join(BUILD, "uml-base", "linux")
+    with tempfile.TemporaryDirectory(dir="/root") as top, \
+            tempfile.TemporaryDirectory(dir="/tmp") as out:
+        for rel in ("tests/vm/run", "tests/vm/guest-init", "tests/guest/exit-with.sh"):
+            os.makedirs(os.path.join(top, os.path.dirname(rel)), exist_ok=True)
+            shutil.copy2(os.path.join(TOP, rel), os.path.join(top, rel))
+        p = subprocess.run([os.path.join(top, "tests/vm/run"), "-q", "-k", kernel, "-o", out,
+                            os.path.join(top, "tests/guest/exit-with.sh"), "5"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=120, env={**os.environ, "TOTALCOW_BUILD_DIR": BUILD})
+        assert p.returncode == 5, p.stderr
+        with open(os.path.join(out, "exit-status")) as f:
+            assert f.read().strip() == "5"
 
 
 def test_kernel_warning_fails_a_successful_script():
