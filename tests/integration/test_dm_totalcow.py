@@ -60,16 +60,16 @@ def test_memory_pressure_reclaims_the_cache():
 
 def test_fills_read_into_own_pages_and_readers_wait_for_them():
     """An unprivileged O_DIRECT reader that rewrites its buffer during the
-    read (300 tries each on a nodatacow and a checksummed btrfs file) and
+    read (150 tries each on a nodatacow and a checksummed btrfs file) and
     aliased iovecs on the raw device cache nothing wrong; 8 concurrent
     readers of a cold range read it from the disk once; with writes
     interleaved every byte is right (failed on target 1.0, which copied
     fills out of the caller's bio and passed readers of a fill through)."""
-    r = passed(run_vm("tests/guest/dm-totalcow-fills.sh", "300", "15",
+    r = passed(run_vm("tests/guest/dm-totalcow-fills.sh", "150", "15",
                       disks=("256M",), timeout=1800))
     scribbles = re.findall(r"^scribble: (\d+) tries, (\d+) wrong reads, (\d+) I/O errors$",
                            r.console, re.M)
-    assert scribbles == [("300", "0", "0")] * 2, r.explain()
+    assert scribbles == [("150", "0", "0")] * 2, r.explain()
     assert "aliased: blocks 0 and 1 read back right" in r.console
     rounds = re.findall(r"^fills: round \d: 8 concurrent readers of 4 MiB read (\d+) sectors",
                         r.console, re.M)
