@@ -485,14 +485,41 @@ static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 	return DM_MAPIO_SUBMITTED;
 }
 
+/*
+ * The leading run of a read of @len sectors at @sector that is one kind
+ * for the whitelist @v: returns its length in sectors. *@blocks is the
+ * number of whole whitelisted blocks it starts with (at most
+ * TC_FILL_MAX, and then the run is exactly those blocks), or 0 if the run
+ * must pass through: it is not whitelisted, or it is the unaligned head
+ * of a bio up to the first block boundary, or the partial block at the
+ * edge of a range.
+ */
+static sector_t totalcow_read_run(const struct tc_wl_view *v, sector_t sector,
+				  sector_t len, unsigned int *blocks)
+{
+	sector_t next, end, aligned, nr;
+	bool covered = tc_view_lookup(v, sector, &next);
+
+	end = min(sector + len, next);
+	aligned = round_up(sector, TC_BLOCK_SECTORS);
+	nr = (end - min(aligned, end)) >> TC_BLOCK_SHIFT;
+	*blocks = 0;
+	if (!covered || aligned != sector || !nr) {
+		if (covered && aligned != sector)
+			end = min(end, aligned);
+		return end - sector;
+	}
+	*blocks = min_t(sector_t, nr, TC_FILL_MAX);
+	return (sector_t)*blocks << TC_BLOCK_SHIFT;
+}
+
 static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 			     struct tc_io *io, sector_t sector)
 {
 	struct page *pages[TC_FILL_MAX];
-	sector_t next, end, aligned;
 	unsigned int nr, count;
 	unsigned long seq, blk;
-	bool covered;
+	sector_t len;
 
 	if (!rcu_access_pointer(tc->wl.active))
 		return totalcow_bypass(tc, bio, sector);
@@ -500,21 +527,14 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 	/* Before the whitelist: see tc_cache_seq(). */
 	seq = tc_cache_seq(&tc->cache);
 	rcu_read_lock();
-	covered = tc_view_lookup(rcu_dereference(tc->wl.active), sector, &next);
+	len = totalcow_read_run(rcu_dereference(tc->wl.active), sector,
+				bio_sectors(bio), &nr);
 	rcu_read_unlock();
-	end = min_t(sector_t, sector + bio_sectors(bio), next);
-
-	aligned = round_up(sector, TC_BLOCK_SECTORS);
-	nr = (end - min(aligned, end)) >> TC_BLOCK_SHIFT;
-	if (!covered || aligned != sector || !nr) {
-		/* Not whitelisted, or a partial block: pass it through. */
-		if (covered && aligned != sector)
-			end = min(end, aligned);
-		totalcow_trim(bio, end - sector);
+	if (!nr) {
+		totalcow_trim(bio, len);
 		return totalcow_bypass(tc, bio, sector);
 	}
 
-	nr = min(nr, TC_FILL_MAX);
 	blk = sector >> TC_BLOCK_SHIFT;
 	switch (tc_cache_lookup(&tc->cache, blk, nr, pages, &count)) {
 	case TC_RUN_HIT:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * KUnit tests for the dm-totalcow target's table parsing.
+ * KUnit tests for the dm-totalcow target: table parsing and how reads are
+ * cut into runs.
  *
  * Included at the end of dm-totalcow-target.c (as ext4 does with
  * mballoc-test.c) so that the tests reach the target's static functions.
@@ -53,19 +54,72 @@ static void totalcow_ctr_rejects_bad_tables(struct kunit *test)
 	}
 }
 
-/* dmsetup finds the target as "totalcow", with the hooks it needs. */
-static void totalcow_target_type_is_complete(struct kunit *test)
+/* A view of @n ranges for the run tests; freed by the test. */
+static struct tc_wl_view *totalcow_test_view(struct kunit *test,
+					     const struct tc_range *r, unsigned int n)
 {
-	KUNIT_EXPECT_STREQ(test, totalcow_target.name, "totalcow");
-	KUNIT_EXPECT_PTR_EQ(test, (void *)totalcow_target.ctr, (void *)totalcow_ctr);
-	KUNIT_EXPECT_PTR_EQ(test, (void *)totalcow_target.dtr, (void *)totalcow_dtr);
-	KUNIT_EXPECT_PTR_EQ(test, (void *)totalcow_target.map, (void *)totalcow_map);
-	KUNIT_EXPECT_PTR_EQ(test, (void *)totalcow_target.end_io, (void *)totalcow_end_io);
-	KUNIT_EXPECT_PTR_EQ(test, (void *)totalcow_target.message,
-			    (void *)totalcow_message);
-	KUNIT_EXPECT_PTR_EQ(test, (void *)totalcow_target.status, (void *)totalcow_status);
-	KUNIT_EXPECT_NOT_NULL(test, totalcow_target.iterate_devices);
+	struct tc_wl_view *v = kunit_kzalloc(test, struct_size(v, r, n), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, v);
+	memcpy(v->r, r, n * sizeof(*r));
+	v->nr = n;
+	return v;
 }
+
+#define B TC_BLOCK_SECTORS
+
+/*
+ * How a read is cut into runs: whitelisted whole blocks (at most a fill's
+ * worth) go to the cache, everything else passes through, and a run never
+ * mixes the two.
+ */
+static void totalcow_read_runs(struct kunit *test)
+{
+	/* [8B, 40B) whitelisted, then [40B+3, 100B+5): unaligned at both ends. */
+	const struct tc_range r[] = { { 8 * B, 40 * B }, { 40 * B + 3, 100 * B + 5 } };
+	struct tc_wl_view *v = totalcow_test_view(test, r, 2);
+	unsigned int blocks;
+
+	/* Before the whitelist: up to its start, passed through. */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 0, 64 * B, &blocks), 8 * B);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	/* Whitelisted blocks: one fill's worth at most. */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 8 * B, 64 * B, &blocks),
+			(sector_t)TC_FILL_MAX * B);
+	KUNIT_EXPECT_EQ(test, blocks, TC_FILL_MAX);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 10 * B, 3 * B, &blocks), 3 * B);
+	KUNIT_EXPECT_EQ(test, blocks, 3);
+	/* A range's end cuts the run, even inside a bio. */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 38 * B, 8 * B, &blocks), 2 * B);
+	KUNIT_EXPECT_EQ(test, blocks, 2);
+	/* Unaligned head: up to the block boundary, passed through. */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 10 * B + 1, 8 * B, &blocks), B - 1);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	/* The gap of 3 sectors between the ranges, then a range that starts
+	 * mid-block: its first partial block passes through.
+	 */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 40 * B, 8 * B, &blocks), 3);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 40 * B + 3, 8 * B, &blocks), B - 3);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 41 * B, 8 * B, &blocks), 8 * B);
+	KUNIT_EXPECT_EQ(test, blocks, 8);
+	/* The range's partial last block passes through, then nothing. */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 99 * B, 4 * B, &blocks), B);
+	KUNIT_EXPECT_EQ(test, blocks, 1);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 100 * B, 4 * B, &blocks), 5);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 100 * B + 5, 4 * B, &blocks), 4 * B);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	/* A sub-block read inside the whitelist. */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 12 * B, 1, &blocks), 1);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	/* No whitelist at all. */
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(NULL, 12 * B, 7 * B, &blocks), 7 * B);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+}
+
+#undef B
 
 /* A cached block is one page; per-bio data stays small. */
 static void totalcow_sizes(struct kunit *test)
@@ -76,7 +130,7 @@ static void totalcow_sizes(struct kunit *test)
 
 static struct kunit_case totalcow_target_test_cases[] = {
 	KUNIT_CASE(totalcow_ctr_rejects_bad_tables),
-	KUNIT_CASE(totalcow_target_type_is_complete),
+	KUNIT_CASE(totalcow_read_runs),
 	KUNIT_CASE(totalcow_sizes),
 	{}
 };
