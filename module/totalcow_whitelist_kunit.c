@@ -168,6 +168,59 @@ static void tc_test_wl_exit(void *data)
 	tc_wl_destroy(data);
 }
 
+/*
+ * An add made with an undo record and taken back (a killed wait for the
+ * writes in flight) leaves the templates and both views as they were; a
+ * committed one makes its ranges cacheable.
+ */
+static void tc_wl_add_abort_and_commit(struct kunit *test)
+{
+	struct tc_whitelist *wl = kunit_kzalloc(test, sizeof(*wl), GFP_KERNEL);
+	struct tc_range a[] = { R(0, 8) }, more[] = { R(8, 16), R(32, 40) };
+	struct tc_range fresh[] = { R(100, 108) }, got[4];
+	const struct tc_range a_only[] = { R(0, 8) }, merged[] = { R(0, 16), R(32, 40) };
+	struct tc_wl_view *all, *active;
+	struct tc_wl_undo undo;
+	unsigned int nr;
+	sector_t sectors;
+
+	KUNIT_ASSERT_NOT_NULL(test, wl);
+	tc_wl_init(wl);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, tc_test_wl_exit, wl), 0);
+	mutex_lock(&wl->lock);
+	KUNIT_ASSERT_EQ(test, tc_wl_add_locked(wl, "a", a, 1, NULL), 0);
+	tc_wl_activate_locked(wl);
+	all = tc_test_all(wl);
+	active = rcu_dereference_protected(wl->active, true);
+	KUNIT_EXPECT_PTR_EQ(test, all, active);
+
+	/* More ranges for an existing template, taken back. */
+	KUNIT_ASSERT_EQ(test, tc_wl_add_locked(wl, "a", more, 2, &undo), 0);
+	KUNIT_EXPECT_EQ(test, tc_test_all(wl)->nr, 2);
+	KUNIT_EXPECT_PTR_EQ(test, rcu_dereference_protected(wl->active, true), active);
+	tc_wl_add_abort_locked(wl, &undo);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_all(wl), all);
+	KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "a", 0, 4, got, &nr, &sectors), 1);
+	tc_expect_ranges(test, got, nr, a_only, 1);
+	KUNIT_EXPECT_EQ(test, sectors, 8);
+
+	/* A new template, taken back: it is gone. */
+	KUNIT_ASSERT_EQ(test, tc_wl_add_locked(wl, "new", fresh, 1, &undo), 0);
+	KUNIT_EXPECT_EQ(test, wl->nr_tags, 2);
+	tc_wl_add_abort_locked(wl, &undo);
+	KUNIT_EXPECT_EQ(test, wl->nr_tags, 1);
+	KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "new", 0, 4, got, &nr, &sectors), -ENOENT);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_all(wl), all);
+
+	/* Committed: cacheable. */
+	KUNIT_ASSERT_EQ(test, tc_wl_add_locked(wl, "a", more, 2, &undo), 0);
+	tc_wl_add_commit_locked(wl, &undo);
+	active = rcu_dereference_protected(wl->active, true);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_all(wl), active);
+	tc_expect_ranges(test, active->r, active->nr, merged, 2);
+	mutex_unlock(&wl->lock);
+}
+
 /* Templates are tracked apart: removing one keeps what another covers. */
 static void tc_wl_tags_add_del_clear(struct kunit *test)
 {
@@ -323,6 +376,7 @@ static struct kunit_case tc_whitelist_test_cases[] = {
 	KUNIT_CASE(tc_wl_lookup_is_half_open),
 	KUNIT_CASE(tc_wl_tag_names),
 	KUNIT_CASE(tc_wl_tags_add_del_clear),
+	KUNIT_CASE(tc_wl_add_abort_and_commit),
 	KUNIT_CASE(tc_wl_ranges_match_bitmap_model),
 	{}
 };

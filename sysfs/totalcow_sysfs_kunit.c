@@ -26,8 +26,68 @@ static void tc_sysfs_parse_dev(struct kunit *test)
 				    "device '%s'", bad[i]);
 }
 
+static ssize_t tc_test_store(ssize_t (*store)(struct kobject *, struct kobj_attribute *,
+					      const char *, size_t),
+			     const char *buf)
+{
+	return store(NULL, NULL, buf, strlen(buf));
+}
+
+static unsigned int tc_test_nr_templates(struct kunit *test)
+{
+	/* sysfs_emit() wants a page, as sysfs gives it (kmalloc aligns it). */
+	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	unsigned int n;
+
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	KUNIT_ASSERT_GT(test, nr_templates_show(NULL, NULL, buf), 0);
+	KUNIT_ASSERT_EQ(test, kstrtouint(strim(buf), 10, &n), 0);
+	return n;
+}
+
+/*
+ * Every write file rejects malformed input with -EINVAL (a device that is
+ * not a totalcow device: -ENODEV; an unknown template: -ENOENT) and the
+ * set of templates stays as it was. No totalcow device exists while KUnit
+ * runs at boot, so every well-formed register fails too.
+ */
+static void tc_sysfs_writes_reject_bad_input(struct kunit *test)
+{
+	static const struct {
+		const char *buf;
+		int err;
+	} reg[] = {
+		{ "", -EINVAL }, { "name", -EINVAL }, { "name 254:0 extra", -EINVAL },
+		{ "bad/name 254:0", -EINVAL }, { ". 254:0", -EINVAL }, { ".. 254:0", -EINVAL },
+		{ "name 254", -EINVAL }, { "name x:y", -EINVAL },
+		{ "0123456789012345678901234567890123456789012345678901234567890123456789 254:0",
+		  -EINVAL },
+		{ "name 254:0", -ENODEV }, { "name 1:3", -ENODEV },
+	}, add[] = {
+		{ "", -EINVAL }, { "name", -EINVAL }, { "name 0", -EINVAL },
+		{ "name 0 8 16", -EINVAL }, { "name 0 0", -EINVAL }, { "name x 8", -EINVAL },
+		{ "name -1 8", -EINVAL }, { "name 8 -8", -EINVAL },
+		{ "name 18446744073709551615 8", -EINVAL }, { "name 0 8", -ENOENT },
+	}, dereg[] = {
+		{ "", -EINVAL }, { "a b", -EINVAL }, { "bad/name", -EINVAL }, { "name", -ENOENT },
+	};
+	unsigned int i, before = tc_test_nr_templates(test);
+
+	for (i = 0; i < ARRAY_SIZE(reg); i++)
+		KUNIT_EXPECT_EQ_MSG(test, tc_test_store(register_store, reg[i].buf),
+				    (ssize_t)reg[i].err, "register '%s'", reg[i].buf);
+	for (i = 0; i < ARRAY_SIZE(add); i++)
+		KUNIT_EXPECT_EQ_MSG(test, tc_test_store(add_extents_store, add[i].buf),
+				    (ssize_t)add[i].err, "add_extents '%s'", add[i].buf);
+	for (i = 0; i < ARRAY_SIZE(dereg); i++)
+		KUNIT_EXPECT_EQ_MSG(test, tc_test_store(deregister_store, dereg[i].buf),
+				    (ssize_t)dereg[i].err, "deregister '%s'", dereg[i].buf);
+	KUNIT_EXPECT_EQ(test, tc_test_nr_templates(test), before);
+}
+
 static struct kunit_case tc_sysfs_test_cases[] = {
 	KUNIT_CASE(tc_sysfs_parse_dev),
+	KUNIT_CASE(tc_sysfs_writes_reject_bad_input),
 	{}
 };
 
