@@ -98,6 +98,7 @@ struct tc_fill_io {
 	struct tc_fill fill;
 	struct totalcow_c *tc;
 	struct bio *owner;
+	struct bio_list served, requeue;	/* waiters, after completion */
 	struct work_struct work;
 	struct bio bio;
 	struct bio_vec bvecs[TC_FILL_MAX];
@@ -394,43 +395,56 @@ static void totalcow_requeue(struct totalcow_c *tc, struct bio *bio)
 }
 
 /*
- * The fill's read finished (process context): publish or drop its pages,
- * complete the bio that asked for it and the bios that waited for it.
- * The owner gets what the origin returned, error included, as if it had
- * read the origin itself; waiters get the data only if the fill published.
+ * Bios that waited for a fill (process context): copies for those the fill
+ * served, the origin again for the others. Then the fill is freed.
  */
-static void totalcow_fill_done(struct work_struct *work)
+static void totalcow_fill_waiters(struct work_struct *work)
 {
 	struct tc_fill_io *fio = container_of(work, struct tc_fill_io, work);
-	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
-	blk_status_t status = fio->bio.bi_status;
-	struct totalcow_c *tc = fio->tc;
 	struct tc_io *io;
 	struct bio *bio;
 
-	tc_cache_end_fill(&tc->cache, &fio->fill, !status, &served, &requeue);
-	bio_uninit(&fio->bio);
+	while ((bio = bio_list_pop(&fio->served))) {
+		io = dm_per_bio_data(bio, sizeof(struct tc_io));
+		totalcow_copy_to_bio(bio, fio->fill.pages + (io->blk - fio->fill.blk),
+				     bio_sectors(bio) >> TC_BLOCK_SHIFT);
+		bio_endio(bio);
+	}
+	while ((bio = bio_list_pop(&fio->requeue)))
+		totalcow_requeue(fio->tc, bio);
+	totalcow_fill_free(fio, fio->fill.nr);
+}
+
+/*
+ * The fill's read finished (any context, often an interrupt): publish or
+ * drop its pages and complete the bio that asked for it, which gets what
+ * the origin returned, error included, as if it had read the origin
+ * itself (one copy of at most TC_FILL_MAX blocks, the bound of the time
+ * spent here). The bios that waited, however many, are left to the
+ * target's workqueue: they get copies only if the fill published.
+ */
+static void totalcow_fill_endio(struct bio *bio)
+{
+	struct tc_fill_io *fio = bio->bi_private;
+	blk_status_t status = bio->bi_status;
+
+	bio_list_init(&fio->served);
+	bio_list_init(&fio->requeue);
+	tc_cache_end_fill(&fio->tc->cache, &fio->fill, !status, &fio->served,
+			  &fio->requeue);
+	bio_uninit(bio);
 
 	if (status)
 		fio->owner->bi_status = status;
 	else
 		totalcow_copy_to_bio(fio->owner, fio->fill.pages, fio->fill.nr);
 	bio_endio(fio->owner);
-	while ((bio = bio_list_pop(&served))) {
-		io = dm_per_bio_data(bio, sizeof(struct tc_io));
-		totalcow_copy_to_bio(bio, fio->fill.pages + (io->blk - fio->fill.blk),
-				     bio_sectors(bio) >> TC_BLOCK_SHIFT);
-		bio_endio(bio);
+
+	if (bio_list_empty(&fio->served) && bio_list_empty(&fio->requeue)) {
+		totalcow_fill_free(fio, fio->fill.nr);
+		return;
 	}
-	while ((bio = bio_list_pop(&requeue)))
-		totalcow_requeue(tc, bio);
-	totalcow_fill_free(fio, fio->fill.nr);
-}
-
-static void totalcow_fill_endio(struct bio *bio)
-{
-	struct tc_fill_io *fio = bio->bi_private;
-
+	INIT_WORK(&fio->work, totalcow_fill_waiters);
 	queue_work(fio->tc->wq, &fio->work);
 }
 
@@ -471,7 +485,6 @@ static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 
 	fio->tc = tc;
 	fio->owner = bio;
-	INIT_WORK(&fio->work, totalcow_fill_done);
 	bio_init(&fio->bio, tc->origin->bdev, fio->bvecs, got,
 		 REQ_OP_READ | (bio->bi_opf & TC_FILL_OPF));
 	fio->bio.bi_iter.bi_sector = sector;
