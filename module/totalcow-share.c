@@ -50,6 +50,7 @@
 #include <linux/workqueue.h>
 
 #include "../sysfs/totalcow-sysfs.h"
+#include "totalcow-btrfs.h"
 #include "totalcow-sig.h"
 #include "totalcow-whitelist.h"
 
@@ -851,7 +852,7 @@ static int tc_parse_name_path(const char *buf, size_t count, char *name,
 	return *path ? 0 : -ENOMEM;
 }
 
-/* A directory on btrfs; @ro: writes to it fail with EROFS. */
+/* A directory on btrfs; @ro: a template, a read-only subvolume's root. */
 static int tc_lookup_dir(const char *name, struct path *p, bool ro)
 {
 	int err = kern_path(name, LOOKUP_FOLLOW | LOOKUP_DIRECTORY, p);
@@ -864,6 +865,10 @@ static int tc_lookup_dir(const char *name, struct path *p, bool ro)
 	} else if (ro && inode_permission(&nop_mnt_idmap, d_inode(p->dentry),
 					  MAY_WRITE) != -EROFS) {
 		pr_warn("totalcow: groups: template %s is not read-only\n",
+			name);
+		err = -EINVAL;
+	} else if (ro && !tc_btrfs_is_subvol_root(d_inode(p->dentry))) {
+		pr_warn("totalcow: groups: template %s is not a subvolume\n",
 			name);
 		err = -EINVAL;
 	}
@@ -962,6 +967,12 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 		pr_warn("totalcow: groups/add %s: %s overlaps the template\n",
 			name, dir);
 		err = -EINVAL;
+	} else if (tc_btrfs_check_lineage(d_inode(m->root.dentry),
+					  d_inode(g->template.dentry))) {
+		/* Only a snapshot's files are the template's at the snapshot. */
+		pr_warn("totalcow: groups/add %s: %s is not a snapshot of the template\n",
+			name, dir);
+		err = -EXDEV;
 	} else if (tc_find_member(&m->root, &og)) {
 		pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
 			name, dir, og->name);

@@ -63,3 +63,14 @@ def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte():
     m = re.search(r"^refusals: (\d+) files refused, 0 pages shared$", r.console, re.M)
     assert m and int(m.group(1)) >= 5, r.explain()
     assert re.search(r"^remove: pages shared \d+ before, \d+ after c4 left$", r.console, re.M)
+
+
+def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template():
+    """groups/add through sysfs refuses the template's origin subvolume, a
+    snapshot of a member, an unrelated subvolume and a directory inside a
+    snapshot (EXDEV, nothing changed); it takes snapshots of the template
+    and, for a received template, of the subvolume it was sent from;
+    totalcowctl agrees."""
+    r = run_vm("tests/guest/share-lineage.sh", disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert re.search(r"^lineage: the origin S: EXDEV$", r.console, re.M), r.explain()
