@@ -16,10 +16,14 @@
  * page leaves the page cache and an alias entry takes its place. Reads of
  * the alias copy from the template's page. A write or a fault replaces the
  * alias with a private copy, made in memory, and marks the page private.
- * A private mapping (MAP_PRIVATE: executables, libraries) of a member file
- * that has not changed since the snapshot maps the template file instead,
- * through a backing file that keeps the member's path in /proc/PID/maps.
- * Content is always verified, so a wrongly configured group wastes work but
+ * Where the file system records a member range as the very bytes of the
+ * template's (the same on-disk extents, totalcow-btrfs.c), its empty slots
+ * become aliases without reading at all. A private mapping (MAP_PRIVATE:
+ * executables, libraries) of a member file whose every page is proven so
+ * maps the template file instead, through a backing file that keeps the
+ * member's path in /proc/PID/maps. Content is always proven (extents) or
+ * verified (compare), and a member must be a snapshot of the template (its
+ * parent UUID), so a wrongly configured group is refused or wastes work but
  * never returns a wrong byte.
  *
  *   groups/create   "<name> <template dir>"
@@ -34,6 +38,7 @@
 #include <linux/dcache.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
+#include <linux/iversion.h>
 #include <linux/kobject.h>
 #include <linux/magic.h>
 #include <linux/mount.h>
@@ -425,58 +430,117 @@ out:
 }
 
 /*
- * A member file whose ctime, mtime and size are the template file's has not
- * changed since the snapshot: every change of data (write, mmap write,
- * truncate, fallocate, direct I/O, reflink) sets the changed file's ctime
- * to the current time, and users cannot set ctime. Its pages are then the
- * template's without reading them.
+ * Lock @tf's member inode against every change of its data that could race
+ * a proof: buffered writes, truncate, fallocate, hole punch, reflink and
+ * dedupe all hold i_rwsem exclusively in btrfs; only direct I/O writes
+ * inside the file's size may hold it shared, and those are fenced by
+ * i_dio_count and i_version (see tc_alias_proven()). A trylock: a reader
+ * never waits for a writer here, it reads and compares instead.
  */
-static bool tc_file_pristine(struct tc_file *tf)
+static bool tc_proof_lock(struct tc_file *tf, u64 *version)
 {
-	struct inode *m = tf->mapping->host, *t = tf->tinode;
-	struct timespec64 mc = inode_get_ctime(m), tc = inode_get_ctime(t);
-	struct timespec64 mm = inode_get_mtime(m), tm = inode_get_mtime(t);
+	struct inode *inode = tf->mapping->host;
 
-	return timespec64_equal(&mc, &tc) && timespec64_equal(&mm, &tm) &&
-	       i_size_read(m) == i_size_read(t);
+	if (!inode_trylock_shared(inode))
+		return false;
+	/* Every write of data in btrfs bumps i_version (update_time_for_write). */
+	*version = inode_query_iversion(inode);
+	if (atomic_read(&inode->i_dio_count)) {
+		inode_unlock_shared(inode);
+		return false;
+	}
+	return true;
+}
+
+/* Did anything change @tf's member since tc_proof_lock() returned @version? */
+static bool tc_proof_changed(struct tc_file *tf, u64 version)
+{
+	struct inode *inode = tf->mapping->host;
+
+	smp_mb();	/* the aliases stored, then the checks */
+	return atomic_read(&inode->i_dio_count) ||
+	       !inode_eq_iversion(inode, version);
 }
 
 /*
- * Alias the empty slots of [@index, @last) of a pristine member file to the
- * template's pages, which are uptodate by now. Under the invalidate lock
- * no truncation passes; a write that began meanwhile has changed ctime
- * before its data reached any page, so if the file is no longer pristine
- * afterwards, the aliases go again.
+ * Alias the empty slots of [@index, @last) of a member file that the file
+ * system records as the template's own bytes (tc_btrfs_same_extents()) to
+ * the template's pages, which are uptodate by now: no read of the member's
+ * blocks at all. Only empty slots: a folio there may hold data that is not
+ * on disk yet. Under the member's i_rwsem no truncate, punch, fallocate,
+ * reflink or buffered write passes; a direct write that began before the
+ * proof bumped i_version or holds i_dio_count, and one that begins after it
+ * invalidates the page cache (aliases included) before and after its I/O.
+ * If either moved meanwhile, the aliases go again.
+ *
+ * Return: the number of aliases installed.
  */
-static void tc_alias_proven(struct tc_file *tf, pgoff_t index, pgoff_t last)
+static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
+				     pgoff_t last)
 {
+	DECLARE_BITMAP(proven, TC_SHARE_WINDOW);
 	struct address_space *mapping = tf->mapping;
-	unsigned long n = 0;
-	pgoff_t i;
+	unsigned long n = 0, bit;
+	u64 version;
 
+	if (!tc_proof_lock(tf, &version))
+		return 0;
 	filemap_invalidate_lock_shared(mapping);
-	for (i = index; i < last && tc_file_pristine(tf); i++) {
-		struct folio *tfolio = tc_template_folio(tf, i);
+	if (!tc_btrfs_same_extents(mapping->host, tf->tinode, index,
+				   last - index, proven))
+		goto unlock;
+	for_each_set_bit(bit, proven, last - index) {
+		struct folio *tfolio = tc_template_folio(tf, index + bit);
 		u8 th;
 
 		if (!tfolio)
 			continue;
-		th = READ_ONCE(tf->thash[i]);
-		if (!filemap_add_page_alias(mapping, i,
+		th = READ_ONCE(tf->thash[index + bit]);
+		if (!filemap_add_page_alias(mapping, index + bit,
 					    xa_mk_page_alias(th & TC_SIG_HASH)))
 			n++;
 		folio_put(tfolio);
 	}
-	smp_mb();	/* the stores above, then the ctime below */
-	if (n && !tc_file_pristine(tf)) {
+	if (n && tc_proof_changed(tf, version)) {
 		filemap_clear_page_aliases(mapping);
 		n = 0;
 	}
+unlock:
 	filemap_invalidate_unlock_shared(mapping);
+	inode_unlock_shared(mapping->host);
 	tc_count(tf->group, TC_ALIASES_PROVEN, n);
+	return n;
 }
 
-/* Set the bits of the slots of [@index, @last) that hold no folio. */
+/*
+ * Is every page of @tf's member, page cache included, the template's? The
+ * whole file's extents are the template's, it has the template's size, and
+ * no page in its cache is dirty or under writeback (clean pages hold what
+ * is on disk). @version is then the member's i_version, to check later
+ * with tc_proof_changed().
+ */
+static bool tc_file_proven(struct tc_file *tf, u64 *version)
+{
+	struct address_space *mapping = tf->mapping;
+	struct inode *inode = mapping->host;
+	unsigned long nr;
+	bool ok = false;
+
+	if (!tc_proof_lock(tf, version))
+		return false;
+	nr = DIV_ROUND_UP(i_size_read(inode), PAGE_SIZE);
+	if (i_size_read(inode) == i_size_read(tf->tinode) &&
+	    !mapping_tagged(mapping, PAGECACHE_TAG_DIRTY) &&
+	    !mapping_tagged(mapping, PAGECACHE_TAG_WRITEBACK))
+		ok = tc_btrfs_same_extents(inode, tf->tinode, 0, nr, NULL) == nr;
+	inode_unlock_shared(inode);
+	return ok;
+}
+
+/*
+ * Set the bits of the slots of [@index, @last) that hold no folio and no
+ * alias: those that the member's readahead will fill.
+ */
 static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 			  pgoff_t last, unsigned long *fresh)
 {
@@ -488,7 +552,7 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 	xas_for_each(&xas, entry, last - 1) {
 		if (xas_retry(&xas, entry))
 			continue;
-		if (!xa_is_value(entry))
+		if (!xa_is_value(entry) || xa_is_page_alias(entry))
 			__clear_bit(xas.xa_index - index, fresh);
 	}
 	rcu_read_unlock();
@@ -549,11 +613,11 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * memory instead of missing on fills still in flight.
 		 */
 		tc_wait_template(tmapping, index, last);
-		if (tc_file_pristine(tf)) {
-			tc_alias_proven(tf, index, last);
-			goto out;
-		}
+		/* What the extents prove needs no read; the rest is compared. */
+		tc_alias_proven(tf, index, last);
 		tc_mark_empty(mapping, index, last, fresh);
+		if (bitmap_empty(fresh, last - index))
+			goto out;
 		page_cache_ra_unbounded(&mractl, last - index, 0);
 	}
 	/* New folios wait in this CPU's LRU batch, with a reference. */
@@ -636,8 +700,9 @@ static void tc_release(struct address_space *mapping)
 }
 
 /*
- * ->mmap_file: a private mapping of a member file that has not changed
- * since the snapshot maps the template file, so that its pages are the
+ * ->mmap_file: a private mapping of a member file whose every page the
+ * file system records as the template's maps the template file, so that
+ * its pages are the
  * template's own (page cache, rmap and reclaim as for any file). The
  * backing file keeps the member's path for /proc/PID/maps and audit.
  *
@@ -651,6 +716,7 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 	struct address_space *mapping = file->f_mapping;
 	struct file *alias = NULL;
 	struct tc_file *tf;
+	u64 version;
 
 	tf = tc_file_get(mapping);
 	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags))
@@ -664,7 +730,7 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 	/* Someone may write the member while it is mapped: keep it coherent. */
 	if (inode_is_open_for_write(file_inode(file)))
 		goto private;
-	if (!tc_file_pristine(tf))
+	if (!tc_file_proven(tf, &version))
 		goto private;
 	alias = backing_file_open(file, O_RDONLY | O_LARGEFILE, &tf->tpath,
 				  file->f_cred);
@@ -673,7 +739,7 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 		goto private;
 	}
 	/* A change that raced with the open: map the member after all. */
-	if (!tc_file_pristine(tf)) {
+	if (tc_proof_changed(tf, version)) {
 		fput(alias);
 		alias = NULL;
 		goto private;

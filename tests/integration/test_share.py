@@ -65,6 +65,30 @@ def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte():
     assert re.search(r"^remove: pages shared \d+ before, \d+ after c4 left$", r.console, re.M)
 
 
+def proof(mode, tries, collisions):
+    r = run_vm("tests/guest/share-proof.sh", mode, str(tries), str(collisions),
+               disks=("2G",))
+    m = re.search(rf"^proof {mode}: (\d+) tries, (\d+) collisions, (\d+) wrong reads$",
+                  r.console, re.M)
+    assert r.status == 0 and m, r.explain()
+    assert int(m.group(2)) >= 1 and m.group(3) == "0", m.group(0)
+
+
+def test_same_tick_rewrite_of_a_member_reads_its_own_bytes():
+    """A member file rewritten (same size) in the clock tick of the
+    template's write keeps the template's ctime, mtime and size; it must
+    still read its own bytes (issue 14: timestamps prove nothing)."""
+    proof("same-tick", 400, 3)
+
+
+def test_direct_write_racing_the_proof_reads_its_own_bytes():
+    """An O_DIRECT rewrite of a member file, in the template's clock tick,
+    while another thread keeps reading the file from an empty page cache:
+    once the write returns, and after drop_caches, the member reads its
+    own bytes."""
+    proof("dio-race", 400, 3)
+
+
 def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template():
     """groups/add through sysfs refuses the template's origin subvolume, a
     snapshot of a member, an unrelated subvolume and a directory inside a
