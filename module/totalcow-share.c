@@ -62,6 +62,14 @@
 /* The largest window one read miss shares at once, in pages (4 MiB). */
 #define TC_SHARE_WINDOW 1024
 
+/*
+ * An alias entry carries the signature byte and the identity of the
+ * binding that made it, so that an alias left from an old binding never
+ * stands for a page of a later binding's template.
+ */
+#define TC_ID_BITS	(BITS_PER_LONG == 64 ? 32 : 16)
+#define TC_ID_MASK	((1UL << TC_ID_BITS) - 1)
+
 enum tc_stat {
 	TC_FILES_BOUND,
 	TC_FILES_REFUSED,
@@ -113,6 +121,8 @@ struct tc_file {
 	struct tc_member *member;	/* valid while bound */
 	struct list_head list;		/* in group->files */
 	refcount_t ref;
+	unsigned long id;		/* in its alias entries */
+	bool dead;			/* unbound: make no more aliases */
 	pgoff_t nr_pages;		/* of the template file, when bound */
 	u8 *sig;			/* member signatures */
 	u8 *thash;			/* template hashes, or TC_SIG_UNKNOWN */
@@ -135,10 +145,37 @@ static DEFINE_MUTEX(tc_groups_lock);	/* groups, members, sysfs */
 static LIST_HEAD(tc_groups);
 static struct kobject *groups_kobj;
 static struct workqueue_struct *tc_wq;	/* frees unbound files */
+static atomic_long_t tc_next_id;	/* binding identities */
 
 static void tc_count(struct tc_group *g, enum tc_stat s, long n)
 {
 	atomic_long_add(n, &g->stats[s]);
+}
+
+static void *tc_alias(struct tc_file *tf, u8 sig)
+{
+	BUILD_BUG_ON(TC_ID_BITS + 8 + PAGE_ALIAS_SHIFT > BITS_PER_XA_VALUE);
+	return xa_mk_page_alias((tf->id << 8) | sig);
+}
+
+/* Was alias @entry made by the binding @tf? */
+static bool tc_alias_ours(struct tc_file *tf, void *entry)
+{
+	return (xa_page_alias_data(entry) >> 8) == tf->id;
+}
+
+/*
+ * After storing aliases for @tf: if it was unbound meanwhile, its unbind
+ * may have cleared the mapping before they were stored; clear it again.
+ * Pairs with the barrier in tc_file_unbind().
+ */
+static bool tc_alias_fence(struct tc_file *tf)
+{
+	smp_mb();	/* the aliases stored, then the flag loaded */
+	if (!READ_ONCE(tf->dead))
+		return false;
+	filemap_clear_page_aliases(tf->mapping);
+	return true;
 }
 
 static void tc_file_free_work(struct work_struct *work)
@@ -190,6 +227,8 @@ static void tc_file_unbind(struct tc_file *tf)
 	lockdep_assert_held(&tc_files_lock);
 	rhashtable_remove_fast(&tc_files, &tf->node, tc_file_params);
 	list_del_init(&tf->list);
+	WRITE_ONCE(tf->dead, true);
+	smp_mb();	/* the flag stored, then the aliases cleared */
 	filemap_clear_page_aliases(tf->mapping);
 	clear_bit(AS_PAGE_ALIASES, &tf->mapping->flags);
 	tc_file_put(tf);
@@ -316,6 +355,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 	tf->group = g;
 	tf->member = m;
 	tf->nr_pages = nr;
+	tf->id = atomic_long_inc_return(&tc_next_id) & TC_ID_MASK;
 	refcount_set(&tf->ref, 2);	/* the binding's and ours */
 	kobject_get(&g->kobj);
 
@@ -392,8 +432,8 @@ static void tc_share_page(struct tc_file *tf, struct folio *mf,
 	}
 	kunmap_local(t);
 	kunmap_local(m);
-	if (same &&
-	    filemap_replace_folio_alias(tf->mapping, mf, xa_mk_page_alias(h)))
+	if (same && filemap_replace_folio_alias(tf->mapping, mf, tc_alias(tf, h)) &&
+	    !tc_alias_fence(tf))
 		tc_count(g, TC_ALIASES_INSTALLED, 1);
 unlock:
 	folio_unlock(mf);
@@ -497,11 +537,11 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 			continue;
 		th = READ_ONCE(tf->thash[index + bit]);
 		if (!filemap_add_page_alias(mapping, index + bit,
-					    xa_mk_page_alias(th & TC_SIG_HASH)))
+					    tc_alias(tf, th & TC_SIG_HASH)))
 			n++;
 		folio_put(tfolio);
 	}
-	if (n && tc_proof_changed(tf, version)) {
+	if (n && (tc_proof_changed(tf, version) || tc_alias_fence(tf))) {
 		filemap_clear_page_aliases(mapping);
 		n = 0;
 	}
@@ -653,7 +693,7 @@ static struct folio *tc_resolve(struct address_space *mapping, pgoff_t index,
 	struct tc_file *tf = tc_file_lookup(mapping);
 	struct folio *folio;
 
-	if (!tf)
+	if (!tf || !tc_alias_ours(tf, entry))
 		return NULL;
 	folio = tc_template_folio(tf, index);
 	tc_count(tf->group, folio ? TC_ALIASES_RESOLVED : TC_ALIASES_LOST, 1);
@@ -669,7 +709,7 @@ static void tc_broken(struct address_space *mapping, struct folio *folio,
 
 	rcu_read_lock();
 	tf = tc_file_lookup(mapping);
-	if (tf) {
+	if (tf && tc_alias_ours(tf, entry)) {
 		if (folio->index < tf->nr_pages)
 			WRITE_ONCE(tf->sig[folio->index],
 				   tf->sig[folio->index] | TC_SIG_PRIVATE);
