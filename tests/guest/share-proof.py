@@ -10,7 +10,10 @@ size: buffered (same-tick) or with O_DIRECT while another thread keeps
 reading M's file from an empty page cache, so that proofs race the write
 (dio-race). When the write lands in the tick of S's write, M's file keeps
 T's ctime and mtime: on a kernel that takes equal timestamps and size as
-proof, M then reads T's bytes. Such a try is a collision; in a group (T, M)
+proof, M then reads T's bytes. The debug kernel is too slow to take two
+snapshots within one tick, so just before the write the wall clock is set
+back to S's file's ctime (as a clock step back would): the coarse clock
+then reads that tick until the next timer tick. Such a try is a collision; in a group (T, M)
 with caches dropped, M must read its own bytes, before and after T's file
 is read. Stops after COLLISIONS collisions or TRIES tries; fewer than one
 collision fails (the test would have tested nothing). Prints
@@ -24,6 +27,7 @@ import os
 import struct
 import sys
 import threading
+import time
 
 BTRFS_IOC_SUBVOL_CREATE = 0x5000940E
 BTRFS_IOC_SNAP_CREATE_V2 = 0x50009417
@@ -103,6 +107,7 @@ def one_try(mnt, mode, i):
         # Join the group before M exists: its files bind at the first read.
         sysfs("create", f"g{i} {mnt}/{t}\n")
     snapshot(f"{mnt}/{t}", mnt, m, False)
+    then = os.stat(f"{mnt}/{t}/f").st_ctime_ns
     if mode == "dio-race":
         sysfs("add", f"g{i} {mnt}/{m}\n")
         fd = os.open(f"{mnt}/{m}/f", os.O_RDWR | os.O_DIRECT)
@@ -113,10 +118,12 @@ def one_try(mnt, mode, i):
                 read_all(f"{mnt}/{m}/f")
         reader = threading.Thread(target=race)
         reader.start()
+        time.clock_settime_ns(time.CLOCK_REALTIME, then)
         os.pwrite(fd, buf, 0)
         os.close(fd)
     else:
         fd = os.open(f"{mnt}/{m}/f", os.O_WRONLY)
+        time.clock_settime_ns(time.CLOCK_REALTIME, then)
         os.pwrite(fd, new, 0)
         os.close(fd)
     collided = times(f"{mnt}/{m}/f") == times(f"{mnt}/{t}/f")
