@@ -184,3 +184,7 @@ unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
 	}
 	return n;
 }
+
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#include "totalcow_btrfs_kunit.c"
+#endif
