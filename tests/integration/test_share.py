@@ -27,9 +27,10 @@ def torture(ops, debug):
 
 
 def test_randomized_torture_matches_the_model():
-    """100k random reads, writes, mmap, truncate, punch, fsync and
-    drop_caches on 6 members of a group: zero mismatches with the model
-    (base kernel: the debug kernel needs about 13 minutes for this)."""
+    """100k random reads, writes, mmap, truncate, punch, fsync,
+    drop_caches, same-tick rewrites, O_DIRECT writes, reflinks into a
+    member and evictions on 6 members of a group: zero mismatches with the
+    model (base kernel: the debug kernel needs about 13 minutes for this)."""
     torture(100000, debug=False)
 
 
