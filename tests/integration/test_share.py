@@ -69,7 +69,8 @@ def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte():
 def proof(mode, tries, collisions):
     r = run_vm("tests/guest/share-proof.sh", mode, str(tries), str(collisions),
                disks=("2G",))
-    m = re.search(rf"^proof {mode}: (\d+) tries, (\d+) collisions, (\d+) wrong reads$",
+    m = re.search(rf"^proof {mode}: (\d+) tries, (\d+) collisions, (\d+) wrong reads, "
+                  r"(\d+) pages proven$",
                   r.console, re.M)
     assert r.status == 0 and m, r.explain()
     assert int(m.group(2)) >= 1 and m.group(3) == "0", m.group(0)
