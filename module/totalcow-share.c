@@ -16,10 +16,14 @@
  * page leaves the page cache and an alias entry takes its place. Reads of
  * the alias copy from the template's page. A write or a fault replaces the
  * alias with a private copy, made in memory, and marks the page private.
- * A private mapping (MAP_PRIVATE: executables, libraries) of a member file
- * that has not changed since the snapshot maps the template file instead,
- * through a backing file that keeps the member's path in /proc/PID/maps.
- * Content is always verified, so a wrongly configured group wastes work but
+ * Where the file system records a member range as the very bytes of the
+ * template's (the same on-disk extents, totalcow-btrfs.c), its empty slots
+ * become aliases without reading at all. A private mapping (MAP_PRIVATE:
+ * executables, libraries) of a member file whose every page is proven so
+ * maps the template file instead, through a backing file that keeps the
+ * member's path in /proc/PID/maps. Content is always proven (extents) or
+ * verified (compare), and a member must be a snapshot of the template (its
+ * parent UUID), so a wrongly configured group is refused or wastes work but
  * never returns a wrong byte.
  *
  *   groups/create   "<name> <template dir>"
@@ -34,6 +38,7 @@
 #include <linux/dcache.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
+#include <linux/iversion.h>
 #include <linux/kobject.h>
 #include <linux/magic.h>
 #include <linux/mount.h>
@@ -50,11 +55,20 @@
 #include <linux/workqueue.h>
 
 #include "../sysfs/totalcow-sysfs.h"
+#include "totalcow-btrfs.h"
 #include "totalcow-sig.h"
 #include "totalcow-whitelist.h"
 
 /* The largest window one read miss shares at once, in pages (4 MiB). */
 #define TC_SHARE_WINDOW 1024
+
+/*
+ * An alias entry carries the signature byte and the identity of the
+ * binding that made it, so that an alias left from an old binding never
+ * stands for a page of a later binding's template.
+ */
+#define TC_ID_BITS	(BITS_PER_LONG == 64 ? 32 : 16)
+#define TC_ID_MASK	((1UL << TC_ID_BITS) - 1)
 
 enum tc_stat {
 	TC_FILES_BOUND,
@@ -107,6 +121,8 @@ struct tc_file {
 	struct tc_member *member;	/* valid while bound */
 	struct list_head list;		/* in group->files */
 	refcount_t ref;
+	unsigned long id;		/* in its alias entries */
+	bool dead;			/* unbound: make no more aliases */
 	pgoff_t nr_pages;		/* of the template file, when bound */
 	u8 *sig;			/* member signatures */
 	u8 *thash;			/* template hashes, or TC_SIG_UNKNOWN */
@@ -129,10 +145,37 @@ static DEFINE_MUTEX(tc_groups_lock);	/* groups, members, sysfs */
 static LIST_HEAD(tc_groups);
 static struct kobject *groups_kobj;
 static struct workqueue_struct *tc_wq;	/* frees unbound files */
+static atomic_long_t tc_next_id;	/* binding identities */
 
 static void tc_count(struct tc_group *g, enum tc_stat s, long n)
 {
 	atomic_long_add(n, &g->stats[s]);
+}
+
+static void *tc_alias(struct tc_file *tf, u8 sig)
+{
+	BUILD_BUG_ON(TC_ID_BITS + 8 + PAGE_ALIAS_SHIFT > BITS_PER_XA_VALUE);
+	return xa_mk_page_alias((tf->id << 8) | sig);
+}
+
+/* Was alias @entry made by the binding @tf? */
+static bool tc_alias_ours(struct tc_file *tf, void *entry)
+{
+	return (xa_page_alias_data(entry) >> 8) == tf->id;
+}
+
+/*
+ * After storing aliases for @tf: if it was unbound meanwhile, its unbind
+ * may have cleared the mapping before they were stored; clear it again.
+ * Pairs with the barrier in tc_file_unbind().
+ */
+static bool tc_alias_fence(struct tc_file *tf)
+{
+	smp_mb();	/* the aliases stored, then the flag loaded */
+	if (!READ_ONCE(tf->dead))
+		return false;
+	filemap_clear_page_aliases(tf->mapping);
+	return true;
 }
 
 static void tc_file_free_work(struct work_struct *work)
@@ -184,6 +227,8 @@ static void tc_file_unbind(struct tc_file *tf)
 	lockdep_assert_held(&tc_files_lock);
 	rhashtable_remove_fast(&tc_files, &tf->node, tc_file_params);
 	list_del_init(&tf->list);
+	WRITE_ONCE(tf->dead, true);
+	smp_mb();	/* the flag stored, then the aliases cleared */
 	filemap_clear_page_aliases(tf->mapping);
 	clear_bit(AS_PAGE_ALIASES, &tf->mapping->flags);
 	tc_file_put(tf);
@@ -310,6 +355,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 	tf->group = g;
 	tf->member = m;
 	tf->nr_pages = nr;
+	tf->id = atomic_long_inc_return(&tc_next_id) & TC_ID_MASK;
 	refcount_set(&tf->ref, 2);	/* the binding's and ours */
 	kobject_get(&g->kobj);
 
@@ -386,8 +432,8 @@ static void tc_share_page(struct tc_file *tf, struct folio *mf,
 	}
 	kunmap_local(t);
 	kunmap_local(m);
-	if (same &&
-	    filemap_replace_folio_alias(tf->mapping, mf, xa_mk_page_alias(h)))
+	if (same && filemap_replace_folio_alias(tf->mapping, mf, tc_alias(tf, h)) &&
+	    !tc_alias_fence(tf))
 		tc_count(g, TC_ALIASES_INSTALLED, 1);
 unlock:
 	folio_unlock(mf);
@@ -424,58 +470,117 @@ out:
 }
 
 /*
- * A member file whose ctime, mtime and size are the template file's has not
- * changed since the snapshot: every change of data (write, mmap write,
- * truncate, fallocate, direct I/O, reflink) sets the changed file's ctime
- * to the current time, and users cannot set ctime. Its pages are then the
- * template's without reading them.
+ * Lock @tf's member inode against every change of its data that could race
+ * a proof: buffered writes, truncate, fallocate, hole punch, reflink and
+ * dedupe all hold i_rwsem exclusively in btrfs; only direct I/O writes
+ * inside the file's size may hold it shared, and those are fenced by
+ * i_dio_count and i_version (see tc_alias_proven()). A trylock: a reader
+ * never waits for a writer here, it reads and compares instead.
  */
-static bool tc_file_pristine(struct tc_file *tf)
+static bool tc_proof_lock(struct tc_file *tf, u64 *version)
 {
-	struct inode *m = tf->mapping->host, *t = tf->tinode;
-	struct timespec64 mc = inode_get_ctime(m), tc = inode_get_ctime(t);
-	struct timespec64 mm = inode_get_mtime(m), tm = inode_get_mtime(t);
+	struct inode *inode = tf->mapping->host;
 
-	return timespec64_equal(&mc, &tc) && timespec64_equal(&mm, &tm) &&
-	       i_size_read(m) == i_size_read(t);
+	if (!inode_trylock_shared(inode))
+		return false;
+	/* Every write of data in btrfs bumps i_version (update_time_for_write). */
+	*version = inode_query_iversion(inode);
+	if (atomic_read(&inode->i_dio_count)) {
+		inode_unlock_shared(inode);
+		return false;
+	}
+	return true;
+}
+
+/* Did anything change @tf's member since tc_proof_lock() returned @version? */
+static bool tc_proof_changed(struct tc_file *tf, u64 version)
+{
+	struct inode *inode = tf->mapping->host;
+
+	smp_mb();	/* the aliases stored, then the checks */
+	return atomic_read(&inode->i_dio_count) ||
+	       !inode_eq_iversion(inode, version);
 }
 
 /*
- * Alias the empty slots of [@index, @last) of a pristine member file to the
- * template's pages, which are uptodate by now. Under the invalidate lock
- * no truncation passes; a write that began meanwhile has changed ctime
- * before its data reached any page, so if the file is no longer pristine
- * afterwards, the aliases go again.
+ * Alias the empty slots of [@index, @last) of a member file that the file
+ * system records as the template's own bytes (tc_btrfs_same_extents()) to
+ * the template's pages, which are uptodate by now: no read of the member's
+ * blocks at all. Only empty slots: a folio there may hold data that is not
+ * on disk yet. Under the member's i_rwsem no truncate, punch, fallocate,
+ * reflink or buffered write passes; a direct write that began before the
+ * proof bumped i_version or holds i_dio_count, and one that begins after it
+ * invalidates the page cache (aliases included) before and after its I/O.
+ * If either moved meanwhile, the aliases go again.
+ *
+ * Return: the number of aliases installed.
  */
-static void tc_alias_proven(struct tc_file *tf, pgoff_t index, pgoff_t last)
+static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
+				     pgoff_t last)
 {
+	DECLARE_BITMAP(proven, TC_SHARE_WINDOW);
 	struct address_space *mapping = tf->mapping;
-	unsigned long n = 0;
-	pgoff_t i;
+	unsigned long n = 0, bit;
+	u64 version;
 
+	if (!tc_proof_lock(tf, &version))
+		return 0;
 	filemap_invalidate_lock_shared(mapping);
-	for (i = index; i < last && tc_file_pristine(tf); i++) {
-		struct folio *tfolio = tc_template_folio(tf, i);
+	if (!tc_btrfs_same_extents(mapping->host, tf->tinode, index,
+				   last - index, proven))
+		goto unlock;
+	for_each_set_bit(bit, proven, last - index) {
+		struct folio *tfolio = tc_template_folio(tf, index + bit);
 		u8 th;
 
 		if (!tfolio)
 			continue;
-		th = READ_ONCE(tf->thash[i]);
-		if (!filemap_add_page_alias(mapping, i,
-					    xa_mk_page_alias(th & TC_SIG_HASH)))
+		th = READ_ONCE(tf->thash[index + bit]);
+		if (!filemap_add_page_alias(mapping, index + bit,
+					    tc_alias(tf, th & TC_SIG_HASH)))
 			n++;
 		folio_put(tfolio);
 	}
-	smp_mb();	/* the stores above, then the ctime below */
-	if (n && !tc_file_pristine(tf)) {
+	if (n && (tc_proof_changed(tf, version) || tc_alias_fence(tf))) {
 		filemap_clear_page_aliases(mapping);
 		n = 0;
 	}
+unlock:
 	filemap_invalidate_unlock_shared(mapping);
+	inode_unlock_shared(mapping->host);
 	tc_count(tf->group, TC_ALIASES_PROVEN, n);
+	return n;
 }
 
-/* Set the bits of the slots of [@index, @last) that hold no folio. */
+/*
+ * Is every page of @tf's member, page cache included, the template's? The
+ * whole file's extents are the template's, it has the template's size, and
+ * no page in its cache is dirty or under writeback (clean pages hold what
+ * is on disk). @version is then the member's i_version, to check later
+ * with tc_proof_changed().
+ */
+static bool tc_file_proven(struct tc_file *tf, u64 *version)
+{
+	struct address_space *mapping = tf->mapping;
+	struct inode *inode = mapping->host;
+	unsigned long nr;
+	bool ok = false;
+
+	if (!tc_proof_lock(tf, version))
+		return false;
+	nr = DIV_ROUND_UP(i_size_read(inode), PAGE_SIZE);
+	if (i_size_read(inode) == i_size_read(tf->tinode) &&
+	    !mapping_tagged(mapping, PAGECACHE_TAG_DIRTY) &&
+	    !mapping_tagged(mapping, PAGECACHE_TAG_WRITEBACK))
+		ok = tc_btrfs_same_extents(inode, tf->tinode, 0, nr, NULL) == nr;
+	inode_unlock_shared(inode);
+	return ok;
+}
+
+/*
+ * Set the bits of the slots of [@index, @last) that hold no folio and no
+ * alias: those that the member's readahead will fill.
+ */
 static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 			  pgoff_t last, unsigned long *fresh)
 {
@@ -487,7 +592,7 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 	xas_for_each(&xas, entry, last - 1) {
 		if (xas_retry(&xas, entry))
 			continue;
-		if (!xa_is_value(entry))
+		if (!xa_is_value(entry) || xa_is_page_alias(entry))
 			__clear_bit(xas.xa_index - index, fresh);
 	}
 	rcu_read_unlock();
@@ -548,11 +653,11 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * memory instead of missing on fills still in flight.
 		 */
 		tc_wait_template(tmapping, index, last);
-		if (tc_file_pristine(tf)) {
-			tc_alias_proven(tf, index, last);
-			goto out;
-		}
+		/* What the extents prove needs no read; the rest is compared. */
+		tc_alias_proven(tf, index, last);
 		tc_mark_empty(mapping, index, last, fresh);
+		if (bitmap_empty(fresh, last - index))
+			goto out;
 		page_cache_ra_unbounded(&mractl, last - index, 0);
 	}
 	/* New folios wait in this CPU's LRU batch, with a reference. */
@@ -588,7 +693,7 @@ static struct folio *tc_resolve(struct address_space *mapping, pgoff_t index,
 	struct tc_file *tf = tc_file_lookup(mapping);
 	struct folio *folio;
 
-	if (!tf)
+	if (!tf || !tc_alias_ours(tf, entry))
 		return NULL;
 	folio = tc_template_folio(tf, index);
 	tc_count(tf->group, folio ? TC_ALIASES_RESOLVED : TC_ALIASES_LOST, 1);
@@ -604,7 +709,7 @@ static void tc_broken(struct address_space *mapping, struct folio *folio,
 
 	rcu_read_lock();
 	tf = tc_file_lookup(mapping);
-	if (tf) {
+	if (tf && tc_alias_ours(tf, entry)) {
 		if (folio->index < tf->nr_pages)
 			WRITE_ONCE(tf->sig[folio->index],
 				   tf->sig[folio->index] | TC_SIG_PRIVATE);
@@ -635,8 +740,9 @@ static void tc_release(struct address_space *mapping)
 }
 
 /*
- * ->mmap_file: a private mapping of a member file that has not changed
- * since the snapshot maps the template file, so that its pages are the
+ * ->mmap_file: a private mapping of a member file whose every page the
+ * file system records as the template's maps the template file, so that
+ * its pages are the
  * template's own (page cache, rmap and reclaim as for any file). The
  * backing file keeps the member's path for /proc/PID/maps and audit.
  *
@@ -650,6 +756,7 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 	struct address_space *mapping = file->f_mapping;
 	struct file *alias = NULL;
 	struct tc_file *tf;
+	u64 version;
 
 	tf = tc_file_get(mapping);
 	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags))
@@ -663,7 +770,7 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 	/* Someone may write the member while it is mapped: keep it coherent. */
 	if (inode_is_open_for_write(file_inode(file)))
 		goto private;
-	if (!tc_file_pristine(tf))
+	if (!tc_file_proven(tf, &version))
 		goto private;
 	alias = backing_file_open(file, O_RDONLY | O_LARGEFILE, &tf->tpath,
 				  file->f_cred);
@@ -672,7 +779,7 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 		goto private;
 	}
 	/* A change that raced with the open: map the member after all. */
-	if (!tc_file_pristine(tf)) {
+	if (tc_proof_changed(tf, version)) {
 		fput(alias);
 		alias = NULL;
 		goto private;
@@ -851,7 +958,7 @@ static int tc_parse_name_path(const char *buf, size_t count, char *name,
 	return *path ? 0 : -ENOMEM;
 }
 
-/* A directory on btrfs; @ro: writes to it fail with EROFS. */
+/* A directory on btrfs; @ro: a template, a read-only subvolume's root. */
 static int tc_lookup_dir(const char *name, struct path *p, bool ro)
 {
 	int err = kern_path(name, LOOKUP_FOLLOW | LOOKUP_DIRECTORY, p);
@@ -864,6 +971,10 @@ static int tc_lookup_dir(const char *name, struct path *p, bool ro)
 	} else if (ro && inode_permission(&nop_mnt_idmap, d_inode(p->dentry),
 					  MAY_WRITE) != -EROFS) {
 		pr_warn("totalcow: groups: template %s is not read-only\n",
+			name);
+		err = -EINVAL;
+	} else if (ro && !tc_btrfs_is_subvol_root(d_inode(p->dentry))) {
+		pr_warn("totalcow: groups: template %s is not a subvolume\n",
 			name);
 		err = -EINVAL;
 	}
@@ -962,6 +1073,12 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 		pr_warn("totalcow: groups/add %s: %s overlaps the template\n",
 			name, dir);
 		err = -EINVAL;
+	} else if (tc_btrfs_check_lineage(d_inode(m->root.dentry),
+					  d_inode(g->template.dentry))) {
+		/* Only a snapshot's files are the template's at the snapshot. */
+		pr_warn("totalcow: groups/add %s: %s is not a snapshot of the template\n",
+			name, dir);
+		err = -EXDEV;
 	} else if (tc_find_member(&m->root, &og)) {
 		pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
 			name, dir, og->name);

@@ -2,7 +2,7 @@
 /*
  * KUnit tests for TotalCOW page-cache sharing (included at the end of
  * totalcow-share.c): the one-byte signature and its screen, and the alias
- * entry encoding.
+ * entry encoding, binding identity included.
  */
 
 #include <kunit/test.h>
@@ -62,6 +62,19 @@ static void tc_alias_entry_roundtrip_and_shadow_apart(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, xa_is_page_alias(NULL));
 }
 
+static void tc_alias_carries_the_binding(struct kunit *test)
+{
+	struct tc_file a = { .id = TC_ID_MASK }, b = { .id = 1 };
+	void *e = tc_alias(&a, 0x55);
+
+	KUNIT_EXPECT_TRUE(test, xa_is_page_alias(e));
+	KUNIT_EXPECT_EQ(test, xa_page_alias_data(e) & 0xff, 0x55UL);
+	KUNIT_EXPECT_TRUE(test, tc_alias_ours(&a, e));
+	KUNIT_EXPECT_FALSE(test, tc_alias_ours(&b, e));
+	KUNIT_EXPECT_TRUE(test, tc_alias_ours(&b, tc_alias(&b, 0)));
+	KUNIT_EXPECT_FALSE(test, tc_alias_ours(&a, tc_alias(&b, 0x55)));
+}
+
 static void tc_screen_counts_are_named(struct kunit *test)
 {
 	int i;
@@ -74,6 +87,7 @@ static struct kunit_case tc_share_cases[] = {
 	KUNIT_CASE(tc_sig_hash_is_seven_bits_and_content_bound),
 	KUNIT_CASE(tc_sig_screen_orders_private_hash_compare),
 	KUNIT_CASE(tc_alias_entry_roundtrip_and_shadow_apart),
+	KUNIT_CASE(tc_alias_carries_the_binding),
 	KUNIT_CASE(tc_screen_counts_are_named),
 	{}
 };

@@ -5,18 +5,27 @@
 
 MNT holds a read-only subvolume "template" with the file data/file and
 snapshots m1..mMEMBERS in one group. Random reads, writes, mmap reads and
-writes, truncates, hole punches, fsyncs and drop_caches hit the members; a
+writes, truncates, hole punches, fsyncs and drop_caches hit the members,
+and (issue 14) same-size rewrites in one clock tick with the cache dropped
+in between, O_DIRECT writes, reflinks (FICLONERANGE) into a member from
+the template or another member, and evictions of one file's cache
+(POSIX_FADV_DONTNEED) that make the next read prove or compare again; a
 bytearray per file models what a stock kernel must return. Any difference
 is a failure. Prints "torture: N operations, 0 mismatches" at the end.
 """
 
 import ctypes
+import fcntl
 import mmap
 import os
 import random
+import struct
 import sys
 
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+FICLONERANGE = 0x4020940D
+POSIX_FADV_DONTNEED = 4
+BLOCK = 4096
 libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 
@@ -30,6 +39,8 @@ def main():
     paths = [f"{mnt}/m{i}/data/file" for i in range(1, members + 1)]
     model = {p: bytearray(template) for p in paths}
     fds = {p: os.open(p, os.O_RDWR) for p in paths}
+    dfds = {p: os.open(p, os.O_RDWR | os.O_DIRECT) for p in paths}
+    tfd = os.open(f"{mnt}/template/data/file", os.O_RDONLY)
     counts = {}
     mismatches = 0
 
@@ -50,8 +61,8 @@ def main():
         size = len(m)
         kind = rnd.choices(
             ["read", "write", "mmap_read", "mmap_write", "truncate", "punch",
-             "fsync", "drop", "template"],
-            [40, 20, 8, 6, 3, 4, 4, 1, 4])[0]
+             "fsync", "drop", "template", "rewrite", "dio", "reflink", "evict"],
+            [40, 20, 8, 6, 3, 4, 4, 1, 4, 4, 4, 3, 5])[0]
         counts[kind] = counts.get(kind, 0) + 1
         if kind == "read":
             off = rnd.randrange(0, size0 + 8192)
@@ -95,6 +106,53 @@ def main():
             os.sync()
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("3")
+        elif kind == "rewrite":
+            # Same offset, same size, new bytes, in one clock tick (the
+            # timestamps do not move), with the file's cache dropped between.
+            off = rnd.randrange(0, size0 // BLOCK) * BLOCK
+            n = rnd.choice([BLOCK, 4 * BLOCK, 32 * BLOCK])
+            for _ in range(2):
+                data = rnd.randbytes(n)
+                os.pwrite(fds[p], data, off)
+                if off + n > len(m):
+                    m.extend(bytes(off + n - len(m)))
+                m[off:off + n] = data
+                os.fdatasync(fds[p])
+                os.posix_fadvise(fds[p], 0, 0, POSIX_FADV_DONTNEED)
+            check(p, off, n, "same-tick rewrite")
+        elif kind == "dio":
+            off = rnd.randrange(0, size0 // BLOCK) * BLOCK
+            n = rnd.choice([1, 4, 16]) * BLOCK
+            buf = mmap.mmap(-1, n)
+            data = rnd.randbytes(n)
+            buf[:] = data
+            if os.pwrite(dfds[p], buf, off) != n:
+                raise OSError("short O_DIRECT write")
+            buf.close()
+            if off + n > len(m):
+                m.extend(bytes(off + n - len(m)))
+            m[off:off + n] = data
+            check(p, off, n, "O_DIRECT write")
+        elif kind == "reflink":
+            # From the template at the same offset (the member's extents are
+            # the template's again there) or from another member anywhere.
+            src = rnd.choice([None] + [q for q in paths if q != p])
+            sbytes = template if src is None else model[src]
+            sfd = tfd if src is None else fds[src]
+            # Whole blocks inside both files: no extension, no partial block.
+            blocks = min(len(sbytes), len(m)) // BLOCK
+            if blocks:
+                n = rnd.randint(1, min(blocks, 64)) * BLOCK
+                soff = rnd.randrange(0, blocks * BLOCK - n + 1, BLOCK)
+                doff = soff if src is None else rnd.randrange(0, blocks * BLOCK - n + 1, BLOCK)
+                if src is not None:
+                    os.fsync(fds[src])
+                arg = struct.pack("=qQQQ", sfd, soff, n, doff)
+                fcntl.ioctl(fds[p], FICLONERANGE, arg)
+                m[doff:doff + n] = bytes(sbytes[soff:soff + n])
+                check(p, doff, n, "reflink")
+        elif kind == "evict":
+            os.posix_fadvise(fds[p], 0, 0, POSIX_FADV_DONTNEED)
         elif kind == "template":
             with open(f"{mnt}/template/data/file", "rb") as f:
                 off = rnd.randrange(0, size0)
@@ -104,10 +162,12 @@ def main():
                     print("MISMATCH template changed", flush=True)
         if mismatches > 10:
             break
+    os.close(tfd)
     for p in paths:
         os.fsync(fds[p])
         check(p, 0, len(model[p]) + 1, "the final full read")
         os.close(fds[p])
+        os.close(dfds[p])
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3")

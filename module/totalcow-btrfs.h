@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * What TotalCOW page-cache sharing asks btrfs: whether a subvolume is a
+ * snapshot of another, and which pages of two files the file system
+ * records as the same bytes on disk. The only file that looks into
+ * btrfs's internals.
+ */
+#ifndef TOTALCOW_BTRFS_H
+#define TOTALCOW_BTRFS_H
+
+#include <linux/fs.h>
+#include <linux/types.h>
+
+bool tc_btrfs_is_subvol_root(struct inode *dir);
+int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
+unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
+				    pgoff_t index, unsigned long nr,
+				    unsigned long *proven);
+
+#endif /* TOTALCOW_BTRFS_H */

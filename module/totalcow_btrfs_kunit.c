@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * KUnit tests for what page-cache sharing asks btrfs (included at the end
+ * of totalcow-btrfs.c): when two extent maps put a byte in the same place
+ * on disk.
+ */
+
+#include <kunit/test.h>
+
+#define MIB (1024 * 1024ULL)
+
+/* A regular extent: file [start, start + len) at disk + offset. */
+static struct extent_map tc_em(u64 start, u64 len, u64 disk, u64 disk_len,
+			       u64 offset)
+{
+	struct extent_map em = {
+		.start = start, .len = len, .disk_bytenr = disk,
+		.disk_num_bytes = disk_len, .offset = offset,
+		.ram_bytes = disk_len,
+	};
+
+	return em;
+}
+
+static void tc_same_bytes_regular_extents(struct kunit *test)
+{
+	struct extent_map m = tc_em(0, MIB, 100 * MIB, MIB, 0);
+	struct extent_map t = m;
+
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t, 0));
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t, MIB - 4096));
+	/* Another extent, or the same one at another offset: not the same. */
+	t.disk_bytenr += MIB;
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
+	t = tc_em(0, MIB, 100 * MIB, 2 * MIB, 4096);
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 8192));
+	/* A reflink of the extent's second half to offset 0 of the member. */
+	m = tc_em(0, MIB, 100 * MIB, 2 * MIB, MIB);
+	t = tc_em(0, 2 * MIB, 100 * MIB, 2 * MIB, 0);
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
+	t = tc_em(MIB, MIB, 100 * MIB, 2 * MIB, MIB);
+	m = tc_em(0, 2 * MIB, 100 * MIB, 2 * MIB, 0);
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t, MIB + 4096));
+}
+
+static void tc_same_bytes_merged_maps(struct kunit *test)
+{
+	/*
+	 * Two extents adjacent on disk, merged in the member's map cache
+	 * only: the bounds differ, every byte is in the same place.
+	 */
+	struct extent_map m = tc_em(0, 2 * MIB, 100 * MIB, 2 * MIB, 0);
+	struct extent_map t1 = tc_em(0, MIB, 100 * MIB, MIB, 0);
+	struct extent_map t2 = tc_em(MIB, MIB, 101 * MIB, MIB, 0);
+
+	m.flags |= EXTENT_FLAG_MERGED;
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t1, 4096));
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t2, MIB));
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t2, 2 * MIB - 4096));
+}
+
+static void tc_same_bytes_proves_nothing_from_holes(struct kunit *test)
+{
+	struct extent_map m = tc_em(0, MIB, EXTENT_MAP_HOLE, 0, 0);
+	struct extent_map t = m;
+
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
+	m.disk_bytenr = EXTENT_MAP_INLINE;
+	t.disk_bytenr = EXTENT_MAP_INLINE;
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
+	m = tc_em(0, MIB, 100 * MIB, MIB, 0);
+	t = m;
+	m.flags |= EXTENT_FLAG_PREALLOC;
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&t, &m, 0));
+}
+
+static void tc_same_bytes_compressed_extents(struct kunit *test)
+{
+	struct extent_map m = tc_em(0, 128 * 1024, 100 * MIB, 16384, 0);
+	struct extent_map t;
+
+	m.ram_bytes = 128 * 1024;
+	extent_map_set_compression(&m, BTRFS_COMPRESS_ZSTD);
+	t = m;
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t, 65536));
+	/* The same compressed extent, another offset into its data. */
+	t.offset = 4096;
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 65536));
+	t = m;
+	t.start = 4096;
+	t.offset = 4096;
+	KUNIT_EXPECT_TRUE(test, tc_same_bytes(&m, &t, 65536));
+	/* Another algorithm, or uncompressed at the same address. */
+	t = m;
+	extent_map_set_compression(&t, BTRFS_COMPRESS_ZLIB);
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
+	t = tc_em(0, 128 * 1024, 100 * MIB, 128 * 1024, 0);
+	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
+}
+
+static struct kunit_case tc_btrfs_cases[] = {
+	KUNIT_CASE(tc_same_bytes_regular_extents),
+	KUNIT_CASE(tc_same_bytes_merged_maps),
+	KUNIT_CASE(tc_same_bytes_proves_nothing_from_holes),
+	KUNIT_CASE(tc_same_bytes_compressed_extents),
+	{}
+};
+
+static struct kunit_suite tc_btrfs_suite = {
+	.name = "totalcow-btrfs",
+	.test_cases = tc_btrfs_cases,
+};
+
+kunit_test_suite(tc_btrfs_suite);
