@@ -1046,6 +1046,7 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 		if (argc != 1)
 			goto bad_args;
 		tc_cache_invalidate(&tc->cache, 0, ULONG_MAX);
+		tc_cache_forget_ghosts(&tc->cache);
 		return 0;
 	}
 	if (!strcasecmp(argv[0], "clear_stats")) {

@@ -445,6 +445,33 @@ out:
 	return admit;
 }
 
+/*
+ * Forget every ghost (drop_cache: a cold cache has no history either),
+ * TC_DROP_BATCH per hold of the lock. May sleep.
+ */
+void tc_cache_forget_ghosts(struct tc_cache *c)
+{
+	XA_STATE(xas, &c->ghosts, 0);
+	unsigned long flags;
+	unsigned int n;
+	void *entry;
+
+	might_sleep();
+	do {
+		n = 0;
+		xa_lock_irqsave(&c->ghosts, flags);
+		xas_set(&xas, 0);
+		xas_for_each(&xas, entry, ULONG_MAX) {
+			xas_store(&xas, NULL);
+			c->nr_ghosts--;
+			if (++n == TC_DROP_BATCH)
+				break;
+		}
+		xa_unlock_irqrestore(&c->ghosts, flags);
+		cond_resched();
+	} while (n == TC_DROP_BATCH);
+}
+
 void tc_cache_set_admit(struct tc_cache *c, enum tc_admit admit)
 {
 	WRITE_ONCE(c->admit, admit);

@@ -117,5 +117,6 @@ void tc_cache_get_stats(struct tc_cache *c, struct tc_cache_stats *st,
 void tc_cache_clear_stats(struct tc_cache *c);
 bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr);
 void tc_cache_set_admit(struct tc_cache *c, enum tc_admit admit);
+void tc_cache_forget_ghosts(struct tc_cache *c);
 
 #endif /* TOTALCOW_CACHE_H */

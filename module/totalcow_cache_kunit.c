@@ -446,6 +446,14 @@ static void tc_cache_admits_on_second_miss(struct kunit *test)
 		tc_cache_admit(c, 1000 + i, 8);
 		KUNIT_ASSERT_LE(test, c->nr_ghosts, (unsigned long)TC_GHOSTS_MIN);
 	}
+	/* drop_cache forgets them: the next miss is a first one again. */
+	KUNIT_EXPECT_GT(test, c->nr_ghosts, 0);
+	tc_cache_forget_ghosts(c);
+	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 0);
+	KUNIT_EXPECT_TRUE(test, xa_empty(&c->ghosts));
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
+
 	/* Back to first: the ghosts go. */
 	tc_cache_set_admit(c, TC_ADMIT_FIRST);
 	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 0);
