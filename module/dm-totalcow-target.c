@@ -37,6 +37,7 @@
  */
 
 #include <linux/bio.h>
+#include <linux/blk-cgroup.h>
 #include <linux/device-mapper.h>
 #include <linux/highmem.h>
 #include <linux/module.h>
@@ -69,7 +70,7 @@ struct totalcow_c {
 	atomic_t api_users;		/* kernel API calls in progress */
 	struct shrinker *shrinker;
 	u64 __percpu *bypassed;
-	struct workqueue_struct *wq;	/* fill completions */
+	struct workqueue_struct *wq;	/* bios that waited for a fill */
 
 	struct tc_size size;
 	bool size_given;		/* for STATUSTYPE_TABLE */
@@ -448,6 +449,17 @@ static void totalcow_fill_endio(struct bio *bio)
 	queue_work(fio->tc->wq, &fio->work);
 }
 
+/*
+ * The I/O cgroup @bio is throttled in. DM core's clones carry no
+ * association until they are remapped: make the one the remap would.
+ */
+static const void *totalcow_domain(struct bio *bio)
+{
+	if (!bio_blkcg_css(bio))
+		bio_associate_blkg(bio);
+	return bio_blkcg_css(bio);
+}
+
 /* Flags of the caller's read that its fill keeps. */
 #define TC_FILL_OPF (REQ_SYNC | REQ_META | REQ_PRIO | REQ_NOWAIT)
 
@@ -469,6 +481,8 @@ static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 	fio = kmem_cache_alloc(tc_fill_cache, gfp);
 	if (!fio)
 		return totalcow_remap(tc, bio, sector);
+	/* Its bio is throttled as @bio; only bios of that cgroup wait for it. */
+	fio->fill.domain = totalcow_domain(bio);
 	for (i = 0; i < nr; i++) {
 		fio->fill.pages[i] = alloc_page(gfp);
 		if (!fio->fill.pages[i])
@@ -567,7 +581,7 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 		io->blk = blk;
 		io->sector = sector;
 		/* The fill may complete the bio before this returns. */
-		if (tc_cache_wait(&tc->cache, blk, count, bio))
+		if (tc_cache_wait(&tc->cache, blk, count, totalcow_domain(bio), bio))
 			return DM_MAPIO_SUBMITTED;
 		return totalcow_remap(tc, bio, sector);
 	case TC_RUN_BUSY:

@@ -146,8 +146,8 @@ enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 
 /*
  * Claim up to @nr absent blocks from @blk for fill @f, whose pages the
- * caller allocated, if nothing changed since @seq was read and no write
- * is in flight. Returns how many leading blocks were claimed (0: do not
+ * caller allocated (and set @f->domain), if nothing changed since @seq was
+ * read and no write is in flight. Returns how many leading blocks were claimed (0: do not
  * fill); that becomes @f->nr. The fill keeps its page references: the
  * cache takes its own when the fill publishes (tc_cache_end_fill()).
  */
@@ -180,13 +180,14 @@ unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
 }
 
 /*
- * Queue @bio, which reads the @nr blocks from @blk, on the fill that is
- * reading all of them. False if no single fill in flight covers them any
- * more (it completed, or a write dropped its blocks): the caller reads the
- * origin itself. The fill's completion serves or requeues the bio.
+ * Queue @bio, which reads the @nr blocks from @blk in @domain, on the fill
+ * that is reading all of them in the same domain. False if no such fill is
+ * in flight (it completed, a write dropped its blocks, or it reads for
+ * another domain): the caller reads the origin itself. The fill's
+ * completion serves or requeues the bio.
  */
 bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
-		   struct bio *bio)
+		   const void *domain, struct bio *bio)
 {
 	struct tc_fill *fill;
 	unsigned long flags;
@@ -195,6 +196,8 @@ bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
 
 	xa_lock_irqsave(&c->blocks, flags);
 	fill = tc_filling(c, blk);
+	if (fill && fill->domain != domain)
+		fill = NULL;
 	for (i = 1; fill && i < nr; i++)
 		if (tc_filling(c, blk + i) != fill)
 			fill = NULL;

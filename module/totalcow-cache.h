@@ -34,9 +34,13 @@ enum tc_run {
  * the cache). While it is in flight its pages sit in the cache marked
  * TC_PENDING with page_private() pointing to the fill, and reads of those
  * blocks queue their bios on @waiters instead of reading the origin
- * again. @waiters and the pending entries are under the cache's lock.
+ * again, if they read in the same @domain (the target passes the I/O
+ * cgroup the fill's bio is throttled in: a reader must not be made to wait
+ * at another cgroup's rate). @waiters and the pending entries are under
+ * the cache's lock.
  */
 struct tc_fill {
+	const void *domain;
 	unsigned long blk;
 	unsigned long seq;
 	unsigned int nr;
@@ -102,7 +106,7 @@ unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
 				 unsigned long blk, unsigned int nr,
 				 unsigned long seq);
 bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
-		   struct bio *bio);
+		   const void *domain, struct bio *bio);
 bool tc_cache_end_fill(struct tc_cache *c, struct tc_fill *f, bool ok,
 		       struct bio_list *served, struct bio_list *requeue);
 void tc_cache_write_begin(struct tc_cache *c, unsigned long first,

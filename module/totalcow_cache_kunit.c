@@ -180,7 +180,7 @@ static void tc_cache_read_error_is_not_cached(struct kunit *test)
 
 	f = tc_test_begin(test, c, 0, 2, 0, &got);
 	KUNIT_ASSERT_EQ(test, got, 2);
-	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 1, waiter));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 1, NULL, waiter));
 	KUNIT_EXPECT_FALSE(test, tc_test_end(c, f, false, &served, &requeue));
 	/* The waiter reads the origin itself, and gets its own error. */
 	KUNIT_EXPECT_TRUE(test, bio_list_empty(&served));
@@ -209,8 +209,8 @@ static void tc_cache_concurrent_miss_waits_for_the_fill(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, got, 4);
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 1, 8, hits, &count), TC_RUN_FILLING);
 	KUNIT_EXPECT_EQ(test, count, 3);
-	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 3, w1));
-	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 3, 1, w2));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 3, NULL, w1));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 3, 1, NULL, w2));
 	tc_test_begin(test, c, 0, 2, 9, &got);
 	KUNIT_EXPECT_EQ(test, got, 0);
 
@@ -225,7 +225,27 @@ static void tc_cache_concurrent_miss_waits_for_the_fill(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, *(u8 *)page_address(hits[1]), 2);
 	tc_test_put(hits, count);
 	/* Done: waiting on it is refused, the bio reads the origin. */
-	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 0, 1, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 0, 1, NULL, tc_test_bio(test, 1)));
+}
+
+/* A reader never waits for a fill that reads in another domain (cgroup). */
+static void tc_cache_wait_needs_the_same_domain(struct kunit *test)
+{
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
+	struct tc_cache *c = tc_test_cache(test, 100);
+	static int mine, theirs;
+	struct tc_fill *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	tc_test_pages(test, f->pages, 2, 7);
+	f->domain = &mine;
+	KUNIT_ASSERT_EQ(test, tc_cache_begin_fill(c, f, 0, 2, tc_cache_seq(c)), 2);
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 0, 2, &theirs, tc_test_bio(test, 2)));
+	KUNIT_EXPECT_EQ(test, c->stats.waited, 0);
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 1, &mine, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_EQ(test, c->stats.waited, 1);
+	KUNIT_EXPECT_TRUE(test, tc_test_end(c, f, true, &served, &requeue));
+	KUNIT_EXPECT_NOT_NULL(test, bio_list_pop(&served));
 }
 
 /* A wait covers blocks of one fill in flight, or nothing. */
@@ -244,8 +264,8 @@ static void tc_cache_wait_needs_one_fill(struct kunit *test)
 	/* The run of one fill stops where the next fill's blocks start. */
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &count), TC_RUN_FILLING);
 	KUNIT_EXPECT_EQ(test, count, 2);
-	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 1, 2, tc_test_bio(test, 2)));
-	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 4, 1, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 1, 2, NULL, tc_test_bio(test, 2)));
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 4, 1, NULL, tc_test_bio(test, 1)));
 	KUNIT_EXPECT_EQ(test, c->stats.waited, 0);
 	KUNIT_EXPECT_EQ(test, c->stats.misses, 3);
 	KUNIT_EXPECT_TRUE(test, tc_test_end(c, a, true, &served, &requeue));
@@ -271,14 +291,14 @@ static void tc_cache_fill_racing_write_is_dropped(struct kunit *test)
 
 	f = tc_test_begin_seq(test, c, 5, 2, 0xaa, seq, &got);
 	KUNIT_ASSERT_EQ(test, got, 2);
-	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 5, 2, waiter));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 5, 2, NULL, waiter));
 	tc_cache_write_begin(c, 5, 5);
 	KUNIT_EXPECT_EQ(test, c->stats.invalidations, 1);
 
 	/* While the write is in flight, nobody may fill or wait. */
 	seq2 = tc_cache_seq(c);
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 5, 1, hits, &count), TC_RUN_BUSY);
-	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 5, 1, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 5, 1, NULL, tc_test_bio(test, 1)));
 	tc_test_begin_seq(test, c, 5, 1, 0xbb, seq2, &got);
 	KUNIT_EXPECT_EQ(test, got, 0);
 
@@ -323,7 +343,7 @@ static void tc_cache_invalidate_requeues_waiters(struct kunit *test)
 
 	f = tc_test_begin(test, c, 0, 1, 0, &got);
 	KUNIT_ASSERT_EQ(test, got, 1);
-	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 0, 1, waiter));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 0, 1, NULL, waiter));
 	tc_cache_invalidate(c, 0, ULONG_MAX);
 	KUNIT_EXPECT_FALSE(test, tc_test_end(c, f, true, &served, &requeue));
 	KUNIT_EXPECT_PTR_EQ(test, bio_list_pop(&requeue), waiter);
@@ -466,6 +486,7 @@ static struct kunit_case tc_cache_test_cases[] = {
 	KUNIT_CASE(tc_cache_read_error_is_not_cached),
 	KUNIT_CASE(tc_cache_concurrent_miss_waits_for_the_fill),
 	KUNIT_CASE(tc_cache_wait_needs_one_fill),
+	KUNIT_CASE(tc_cache_wait_needs_the_same_domain),
 	KUNIT_CASE(tc_cache_fill_racing_write_is_dropped),
 	KUNIT_CASE(tc_cache_invalidate_requeues_waiters),
 	KUNIT_CASE(tc_cache_large_drops_are_batched),

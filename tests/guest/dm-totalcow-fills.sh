@@ -7,8 +7,9 @@
 #   2. aliased iovecs on the raw device (one buffer twice) cache nothing
 #      wrong;
 #   3. N concurrent readers of one cold range read it from the disk once
-#      (counted from /sys/block/ubda/stat), and with writes interleaved
-#      every byte matches the writer's model.
+#      (counted from /sys/block/ubda/stat), readers in different I/O
+#      cgroups never wait for each other's fills, and with writes
+#      interleaved every byte matches the writer's model.
 #
 #   dm-totalcow-fills.sh [TRIES] [SECONDS]
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
@@ -78,6 +79,27 @@ for round in 1 2 3; do
 done
 dmsetup status tc
 [ "$(tc_stat tc waited)" -gt 0 ] || die "no reader ever waited for a fill"
+
+# 3c. Readers in two I/O cgroups never wait for each other's fills: a
+# fill's bio is throttled as its owner's, and a reader must not be made to
+# wait at another cgroup's rate (io.max). One reader per cgroup, both on
+# the same cold range at once: no waits; each may still hit what the
+# other's fills published.
+echo +io > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/fills-a /sys/fs/cgroup/fills-b
+for round in 1 2 3; do
+	dmsetup message tc 0 drop_cache
+	waited=$(tc_stat tc waited)
+	for g in a b; do
+		sh -c "echo \$\$ > /sys/fs/cgroup/fills-$g/cgroup.procs &&
+			exec dd if=/dev/mapper/tc of=/tmp/got.$g bs=128K count=32 iflag=direct status=none" &
+	done
+	wait
+	for g in a b; do cmp /tmp/raw /tmp/got.$g || die "cgroup $g reader got wrong bytes"; done
+	echo "fills: round $round: readers in two cgroups waited for $(($(tc_stat tc waited) - waited)) blocks"
+	[ "$(tc_stat tc waited)" = "$waited" ] || die "a reader waited for another cgroup's fill"
+done
+rmdir /sys/fs/cgroup/fills-a /sys/fs/cgroup/fills-b
 
 # 3b. The same with writes interleaved: fills, waits and writes overlap.
 python3 "$helper" concurrent /dev/mapper/tc 256 4 "$seconds" ||
