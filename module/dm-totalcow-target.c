@@ -483,11 +483,9 @@ static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 		return totalcow_remap(tc, bio, sector);
 	/* Its bio is throttled as @bio; only bios of that cgroup wait for it. */
 	fio->fill.domain = totalcow_domain(bio);
-	for (i = 0; i < nr; i++) {
-		fio->fill.pages[i] = alloc_page(gfp);
-		if (!fio->fill.pages[i])
-			break;
-	}
+	/* The bulk allocator fills the NULL slots, from the first. */
+	memset(fio->fill.pages, 0, nr * sizeof(fio->fill.pages[0]));
+	i = alloc_pages_bulk_array(gfp, nr, fio->fill.pages);
 	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
 	if (!got) {
 		totalcow_fill_free(fio, i);
@@ -543,7 +541,7 @@ static sector_t totalcow_read_run(const struct tc_wl_view *v, sector_t sector,
 static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 			     struct tc_io *io, sector_t sector)
 {
-	struct page *pages[TC_FILL_MAX];
+	struct page *pages[TC_HIT_MAX];
 	unsigned int nr, count;
 	unsigned long seq, blk;
 	sector_t len;

@@ -75,8 +75,9 @@ static struct tc_wl_view *totalcow_test_view(struct kunit *test,
  */
 static void totalcow_read_runs(struct kunit *test)
 {
-	/* [8B, 40B) whitelisted, then [40B+3, 100B+5): unaligned at both ends. */
-	const struct tc_range r[] = { { 8 * B, 40 * B }, { 40 * B + 3, 100 * B + 5 } };
+	/* [8B, 40B) whitelisted, then [40B+3, E*B+5): unaligned at both ends. */
+	const sector_t E = 41 + 2 * TC_FILL_MAX;
+	const struct tc_range r[] = { { 8 * B, 40 * B }, { 40 * B + 3, E * B + 5 } };
 	struct tc_wl_view *v = totalcow_test_view(test, r, 2);
 	unsigned int blocks;
 
@@ -84,9 +85,11 @@ static void totalcow_read_runs(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 0, 64 * B, &blocks), 8 * B);
 	KUNIT_EXPECT_EQ(test, blocks, 0);
 	/* Whitelisted blocks: one fill's worth at most. */
-	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 8 * B, 64 * B, &blocks),
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 41 * B, 2 * TC_FILL_MAX * B, &blocks),
 			(sector_t)TC_FILL_MAX * B);
 	KUNIT_EXPECT_EQ(test, blocks, TC_FILL_MAX);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 8 * B, 64 * B, &blocks), 32 * B);
+	KUNIT_EXPECT_EQ(test, blocks, 32);
 	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 10 * B, 3 * B, &blocks), 3 * B);
 	KUNIT_EXPECT_EQ(test, blocks, 3);
 	/* A range's end cuts the run, even inside a bio. */
@@ -105,11 +108,11 @@ static void totalcow_read_runs(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 41 * B, 8 * B, &blocks), 8 * B);
 	KUNIT_EXPECT_EQ(test, blocks, 8);
 	/* The range's partial last block passes through, then nothing. */
-	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 99 * B, 4 * B, &blocks), B);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, (E - 1) * B, 4 * B, &blocks), B);
 	KUNIT_EXPECT_EQ(test, blocks, 1);
-	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 100 * B, 4 * B, &blocks), 5);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, E * B, 4 * B, &blocks), 5);
 	KUNIT_EXPECT_EQ(test, blocks, 0);
-	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 100 * B + 5, 4 * B, &blocks), 4 * B);
+	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, E * B + 5, 4 * B, &blocks), 4 * B);
 	KUNIT_EXPECT_EQ(test, blocks, 0);
 	/* A sub-block read inside the whitelist. */
 	KUNIT_EXPECT_EQ(test, totalcow_read_run(v, 12 * B, 1, &blocks), 1);

@@ -101,7 +101,7 @@ static struct tc_fill *tc_filling(struct tc_cache *c, unsigned long blk)
 /*
  * Classify the run of up to @nr blocks starting at @blk by its first block
  * and return its kind; *@count is how many leading blocks share it (for
- * TC_RUN_FILLING: are being filled by the same fill). For a hit, @pages
+ * TC_RUN_FILLING: are being filled by the same fill). For a hit (at most TC_HIT_MAX blocks), @pages
  * receives the pages, each with a reference the caller drops, and they
  * become the most recently used.
  */
@@ -109,33 +109,35 @@ enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 			    unsigned int nr, struct page **pages,
 			    unsigned int *count)
 {
+	XA_STATE(xas, &c->blocks, blk);
 	struct tc_fill *fill;
 	enum tc_run kind;
 	struct page *page;
 	unsigned long flags;
 	unsigned int i = 0;
 
+	/* One walk down the tree, then along the leaf: no walk per block. */
 	xa_lock_irqsave(&c->blocks, flags);
-	page = xa_load(&c->blocks, blk);
-	if (!page) {
-		while (i < nr && !xa_load(&c->blocks, blk + i))
-			i++;
+	page = xas_find(&xas, blk + nr - 1);
+	if (!page || xas.xa_index != blk) {
+		i = page ? xas.xa_index - blk : nr;
 		kind = c->writes_inflight ? TC_RUN_BUSY : TC_RUN_ABSENT;
 		c->stats.misses += i;
-	} else if (tc_pending(c, blk)) {
-		fill = tc_filling(c, blk);
-		while (i < nr && tc_filling(c, blk + i) == fill)
+	} else if (xas_get_mark(&xas, TC_PENDING)) {
+		fill = (struct tc_fill *)page_private(page);
+		do {
 			i++;
+		} while (i < nr && (page = xas_next(&xas)) &&
+			 xas_get_mark(&xas, TC_PENDING) &&
+			 (struct tc_fill *)page_private(page) == fill);
 		kind = TC_RUN_FILLING;
 	} else {
-		while (i < nr) {
-			page = xa_load(&c->blocks, blk + i);
-			if (!page || tc_pending(c, blk + i))
-				break;
+		do {
 			get_page(page);
 			list_move_tail(&page->lru, &c->lru);
 			pages[i++] = page;
-		}
+		} while (i < min(nr, TC_HIT_MAX) && (page = xas_next(&xas)) &&
+			 !xas_get_mark(&xas, TC_PENDING));
 		kind = TC_RUN_HIT;
 		c->stats.hits += i;
 	}
@@ -155,6 +157,7 @@ unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
 				 unsigned long blk, unsigned int nr,
 				 unsigned long seq)
 {
+	XA_STATE(xas, &c->blocks, blk);
 	unsigned long flags;
 	unsigned int i;
 
@@ -167,11 +170,16 @@ unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
 		xa_unlock_irqrestore(&c->blocks, flags);
 		return 0;
 	}
-	for (i = 0; i < min(nr, TC_FILL_MAX); i++) {
+	nr = min(nr, TC_FILL_MAX);
+	/* Insert along the leaf; xas_store() allocates nodes GFP_NOWAIT. */
+	for (i = 0; i < nr; i++) {
+		if (i ? xas_next(&xas) : xas_load(&xas))
+			break;		/* claimed meanwhile */
 		set_page_private(f->pages[i], (unsigned long)f);
-		if (__xa_insert(&c->blocks, blk + i, f->pages[i], GFP_NOWAIT))
+		xas_store(&xas, f->pages[i]);
+		if (xas_error(&xas))
 			break;
-		__xa_set_mark(&c->blocks, blk + i, TC_PENDING);
+		xas_set_mark(&xas, TC_PENDING);
 	}
 	c->nr_pending += i;
 	f->nr = i;
@@ -226,6 +234,7 @@ bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
 bool tc_cache_end_fill(struct tc_cache *c, struct tc_fill *f, bool ok,
 		       struct bio_list *served, struct bio_list *requeue)
 {
+	XA_STATE(xas, &c->blocks, f->blk);
 	struct bio *bio;
 	unsigned long flags;
 	bool publish;
@@ -237,14 +246,18 @@ bool tc_cache_end_fill(struct tc_cache *c, struct tc_fill *f, bool ok,
 		struct page *page = f->pages[i];
 		unsigned long blk = f->blk + i;
 
-		if (xa_load(&c->blocks, blk) != page)
-			continue;	/* dropped by a write or invalidation */
-		c->nr_pending--;
 		if (!publish) {
+			if (xa_load(&c->blocks, blk) != page)
+				continue;	/* dropped by a write */
+			c->nr_pending--;
 			__xa_erase(&c->blocks, blk);
 			continue;
 		}
-		__xa_clear_mark(&c->blocks, blk, TC_PENDING);
+		/* Publishing stores nothing: walk along the leaf. */
+		if ((i ? xas_next(&xas) : xas_load(&xas)) != page)
+			continue;	/* dropped by a write or invalidation */
+		c->nr_pending--;
+		xas_clear_mark(&xas, TC_PENDING);
 		set_page_private(page, blk);
 		get_page(page);
 		list_add_tail(&page->lru, &c->lru);

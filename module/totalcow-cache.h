@@ -17,8 +17,16 @@
 #define TC_BLOCK_SHIFT (PAGE_SHIFT - SECTOR_SHIFT)
 #define TC_BLOCK_SECTORS BIT(TC_BLOCK_SHIFT)
 
-/* Blocks one fill reads at most (128 KiB with 4 KiB pages). */
-#define TC_FILL_MAX 32
+/*
+ * Blocks one fill reads at most (256 KiB with 4 KiB pages): as large as
+ * one request of most disks (64 segments), so that a fill costs the
+ * origin no more requests than the read it replaces, and small enough
+ * that the copy its completion makes is bounded (see the target).
+ */
+#define TC_FILL_MAX 64
+
+/* Pages one hit returns at most (the caller's array, on its stack). */
+#define TC_HIT_MAX 32
 
 /* What the leading blocks of a run are (tc_cache_lookup()). */
 enum tc_run {

@@ -440,6 +440,57 @@ static void tc_cache_hit_page_outlives_eviction(struct kunit *test)
 	put_page(hits[0]);
 }
 
+/*
+ * Runs are found by walking along the xarray's leaves (64 slots each):
+ * fills, runs and hits that cross a leaf boundary, an absent run that
+ * ends at a block far away, and the cap on the pages one hit returns.
+ */
+static void tc_cache_runs_cross_leaves(struct kunit *test)
+{
+	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
+	struct tc_cache *c = tc_test_cache(test, 4096);
+	struct page *hits[TC_HIT_MAX];
+	struct tc_fill *f;
+	unsigned int count, got, i;
+
+	/* 60..123 straddles the leaf boundary at 64. */
+	KUNIT_EXPECT_EQ(test, tc_test_fill(test, c, 60, TC_FILL_MAX, 0), TC_FILL_MAX);
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, TC_FILL_MAX, hits, &count),
+			TC_RUN_ABSENT);
+	KUNIT_EXPECT_EQ(test, count, 60);
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 124, TC_FILL_MAX, hits, &count),
+			TC_RUN_ABSENT);
+	KUNIT_EXPECT_EQ(test, count, TC_FILL_MAX);
+
+	/* A hit returns at most TC_HIT_MAX pages, in order, across the leaf. */
+	KUNIT_ASSERT_EQ(test, tc_cache_lookup(c, 50 + TC_HIT_MAX / 2, TC_FILL_MAX,
+					      hits, &count), TC_RUN_HIT);
+	KUNIT_ASSERT_EQ(test, count, TC_HIT_MAX);
+	for (i = 0; i < count; i++)
+		KUNIT_EXPECT_EQ(test, page_private(hits[i]), 50 + TC_HIT_MAX / 2 + i);
+	tc_test_put(hits, count);
+
+	/* A fill claims up to the first block it finds present. */
+	f = tc_test_begin(test, c, 20, TC_FILL_MAX, 0x10, &got);
+	KUNIT_EXPECT_EQ(test, got, 40);
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 30, TC_FILL_MAX, hits, &count),
+			TC_RUN_FILLING);
+	KUNIT_EXPECT_EQ(test, count, 30);
+	KUNIT_EXPECT_TRUE(test, tc_test_end(c, f, true, &served, &requeue));
+	KUNIT_EXPECT_EQ(test, c->nr_pending, 0);
+	KUNIT_EXPECT_EQ(test, c->nr_cached, 40 + TC_FILL_MAX);
+	KUNIT_ASSERT_EQ(test, tc_cache_lookup(c, 59, 2, hits, &count), TC_RUN_HIT);
+	KUNIT_EXPECT_EQ(test, count, 2);
+	KUNIT_EXPECT_EQ(test, *(u8 *)page_address(hits[0]), 0x10 + 39);
+	tc_test_put(hits, count);
+
+	/* A fill at a block past the tree's end grows it. */
+	KUNIT_EXPECT_EQ(test, tc_test_fill(test, c, 1UL << 30, 3, 0), 3);
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, (1UL << 30) - 1, 4, hits, &count),
+			TC_RUN_ABSENT);
+	KUNIT_EXPECT_EQ(test, count, 1);
+}
+
 static void tc_cache_admits_on_second_miss(struct kunit *test)
 {
 	struct tc_cache *c = tc_test_cache(test, 8);
@@ -494,6 +545,7 @@ static struct kunit_case tc_cache_test_cases[] = {
 	KUNIT_CASE(tc_cache_lru_eviction_and_capacity),
 	KUNIT_CASE(tc_cache_hit_page_outlives_eviction),
 	KUNIT_CASE(tc_cache_admits_on_second_miss),
+	KUNIT_CASE(tc_cache_runs_cross_leaves),
 	{}
 };
 
