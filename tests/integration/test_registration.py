@@ -32,3 +32,14 @@ def test_register_read_balance_refresh_deregister_and_bad_input():
     assert float(ratios["after refresh"]) <= 1.01, ratios
     assert float(ratios["after balance"]) > 7.5, ratios
     assert float(ratios["deregistered"]) > 7.9, ratios
+
+
+def test_totalcowctl_refresh_status_and_exit_codes_as_documented():
+    """Refresh on a RAID1 file system uses the device recorded at add; a
+    refresh whose registration fails leaves the template's old ranges and
+    no staging template; status works without the sysfs layer (DKMS) and
+    refuses non-root with exit 5; a device node btrfs names that is gone is
+    a clear refusal; exit codes and symlinked paths as documented."""
+    r = passed(run_vm("tests/guest/totalcowctl-admin.sh", disks=("1G", "1G"),
+                      debug=False))
+    assert "totalcowctl admin: all as documented" in r.console, r.explain()
