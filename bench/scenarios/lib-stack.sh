@@ -114,21 +114,23 @@ ovl_mount() {
 		-o "lowerdir=$2,upperdir=$3/upper,workdir=$3/work" "$1"
 }
 
-# dm_layer_on NAME TAG ADMIT FILE...: TotalCOW layer 1: whitelist the disk
-# extents of FILEs (btrfs on /dev/mapper/NAME) as template TAG and admit
-# blocks on their first or second miss. "second" is for both layers: the
-# page cache keeps the shared copy, the dm cache takes only blocks that are
-# read again.
+# dm_layer_on NAME TAG ADMIT FILE...: TotalCOW layer 1: register FILEs
+# (btrfs on /dev/mapper/NAME) as template TAG with totalcowctl, as an admin
+# does (tests/vm/fiemap-ranges stays the tests' oracle), and admit blocks
+# on their first or second miss. "second" is for both layers: the page
+# cache keeps the shared copy, the dm cache takes only blocks that are read
+# again.
 dm_layer_on() {
 	local name=$1 tag=$2 admit=$3; shift 3
-	tc_register "$name" "$tag" "$@"
+	"$TOTALCOW_TOP/tools/totalcowctl" template add "$tag" "$@" --device "/dev/mapper/$name" -q ||
+		die "totalcowctl template add $tag"
 	dmsetup message "$name" 0 admit "$admit"
 }
 
-# dm_layer_off NAME TAG: print the target's status, drop the whitelist.
+# dm_layer_off NAME TAG: print the target's status, deregister the template.
 dm_layer_off() {
 	echo "dm-layer $1: $(dmsetup status "$1")"
-	dmsetup message "$1" 0 whitelist_del "$2"
+	"$TOTALCOW_TOP/tools/totalcowctl" template del "$2" || die "totalcowctl template del $2"
 	dmsetup message "$1" 0 admit first
 }
 
