@@ -109,7 +109,25 @@ struct tc_group {
 	struct list_head members;	/* tc_member, under tc_groups_lock */
 	struct list_head files;		/* tc_file, under tc_files_lock */
 	atomic_long_t stats[TC_NR_STATS];
+	atomic_long_t policy_bytes;	/* of its files' signature chunks */
 };
+
+/*
+ * The policy's bytes for one page of a bound member file: the member
+ * page's signature (TC_SIG_PRIVATE | 7-bit hash) and the hash of the
+ * template's page (TC_SIG_UNKNOWN until computed). They live in chunks of
+ * TC_SIG_CHUNK pages, allocated when a page of the chunk is first looked
+ * at and charged to the memory cgroup of the task that reads it, so that a
+ * file costs in proportion to what is read of it, not to its size.
+ */
+struct tc_sig_pair {
+	u8 sig;
+	u8 thash;
+};
+
+#define TC_SIG_CHUNK_SHIFT	(PAGE_SHIFT - 1)
+#define TC_SIG_CHUNK		BIT(TC_SIG_CHUNK_SHIFT)
+#define TC_SIG_CHUNK_BYTES	(TC_SIG_CHUNK * sizeof(struct tc_sig_pair))
 
 /* A member file bound to its template file. */
 struct tc_file {
@@ -124,8 +142,7 @@ struct tc_file {
 	unsigned long id;		/* in its alias entries */
 	bool dead;			/* unbound: make no more aliases */
 	pgoff_t nr_pages;		/* of the template file, when bound */
-	u8 *sig;			/* member signatures */
-	u8 *thash;			/* template hashes, or TC_SIG_UNKNOWN */
+	struct xarray sigs;		/* chunk index -> struct tc_sig_pair[] */
 	struct rcu_work free_work;
 };
 
@@ -178,6 +195,52 @@ static bool tc_alias_fence(struct tc_file *tf)
 	return true;
 }
 
+/*
+ * The policy bytes of page @index of @tf, or NULL if their chunk is absent
+ * and @gfp is 0 or the allocation fails (then nothing is recorded for the
+ * page: it is compared again next time, never shared wrongly).
+ */
+static struct tc_sig_pair *tc_sigs(struct tc_file *tf, pgoff_t index,
+				   gfp_t gfp)
+{
+	unsigned long c = index >> TC_SIG_CHUNK_SHIFT;
+	struct tc_sig_pair *chunk, *old;
+	unsigned long i;
+
+	chunk = xa_load(&tf->sigs, c);
+	if (!chunk && gfp) {
+		chunk = kmalloc(TC_SIG_CHUNK_BYTES,
+				gfp | __GFP_ACCOUNT | __GFP_NOWARN);
+		if (!chunk)
+			return NULL;
+		for (i = 0; i < TC_SIG_CHUNK; i++)
+			chunk[i] = (struct tc_sig_pair){ 0, TC_SIG_UNKNOWN };
+		old = xa_cmpxchg(&tf->sigs, c, NULL, chunk, gfp | __GFP_NOWARN);
+		if (old) {	/* another reader's, or no memory */
+			kfree(chunk);
+			chunk = xa_is_err(old) ? NULL : old;
+		} else {
+			atomic_long_add(TC_SIG_CHUNK_BYTES,
+					&tf->group->policy_bytes);
+		}
+	}
+	return chunk ? chunk + (index & (TC_SIG_CHUNK - 1)) : NULL;
+}
+
+static void tc_sigs_free(struct tc_file *tf)
+{
+	struct tc_sig_pair *chunk;
+	unsigned long c, n = 0;
+
+	xa_for_each(&tf->sigs, c, chunk) {
+		kfree(chunk);
+		n++;
+		cond_resched();
+	}
+	xa_destroy(&tf->sigs);
+	atomic_long_sub(n * TC_SIG_CHUNK_BYTES, &tf->group->policy_bytes);
+}
+
 static void tc_file_free_work(struct work_struct *work)
 {
 	struct tc_file *tf = container_of(to_rcu_work(work), struct tc_file,
@@ -185,9 +248,8 @@ static void tc_file_free_work(struct work_struct *work)
 
 	atomic_inc(&tf->tinode->i_writecount);	/* allow writes again */
 	path_put(&tf->tpath);
+	tc_sigs_free(tf);
 	kobject_put(&tf->group->kobj);
-	kvfree(tf->sig);
-	kvfree(tf->thash);
 	kfree(tf);
 }
 
@@ -341,14 +403,11 @@ static struct tc_file *tc_file_bind(struct file *file,
 		goto unlock;
 	}
 	nr = DIV_ROUND_UP(i_size_read(d_inode(tp.dentry)), PAGE_SIZE);
-	tf = kzalloc(sizeof(*tf), GFP_KERNEL);
-	if (tf) {
-		tf->sig = kvzalloc(nr ?: 1, GFP_KERNEL);
-		tf->thash = kvmalloc(nr ?: 1, GFP_KERNEL);
-	}
-	if (!tf || !tf->sig || !tf->thash)
+	tf = kzalloc(sizeof(*tf), GFP_KERNEL_ACCOUNT);
+	if (!tf)
 		goto nomem;
-	memset(tf->thash, TC_SIG_UNKNOWN, nr ?: 1);
+	/* Chunks come as pages are read (tc_sigs()); so do their nodes. */
+	xa_init_flags(&tf->sigs, XA_FLAGS_ACCOUNT);
 	tf->mapping = mapping;
 	tf->tpath = tp;
 	tf->tinode = d_inode(tp.dentry);
@@ -375,11 +434,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 	goto unlock;
 
 nomem:
-	if (tf) {
-		kvfree(tf->sig);
-		kvfree(tf->thash);
-		kfree(tf);
-	}
+	kfree(tf);	/* no chunks yet */
 	tf = NULL;
 	atomic_inc(&d_inode(tp.dentry)->i_writecount);
 	path_put(&tp);
@@ -396,11 +451,15 @@ static void tc_share_page(struct tc_file *tf, struct folio *mf,
 			  struct folio *tfolio, pgoff_t index)
 {
 	struct tc_group *g = tf->group;
+	struct tc_sig_pair *sp;
 	bool same = false;
 	void *m, *t;
 	u8 h, th;
 
-	if (READ_ONCE(tf->sig[index]) & TC_SIG_PRIVATE) {
+	sp = tc_sigs(tf, index, GFP_KERNEL);
+	if (!sp)
+		return;		/* no memory: the page stays the member's */
+	if (READ_ONCE(sp->sig) & TC_SIG_PRIVATE) {
 		tc_count(g, TC_PRIVATE_SKIPS, 1);
 		return;
 	}
@@ -411,12 +470,12 @@ static void tc_share_page(struct tc_file *tf, struct folio *mf,
 	m = kmap_local_folio(mf, 0);
 	t = kmap_local_folio(tfolio, 0);
 	h = tc_sig_hash(m, PAGE_SIZE);
-	th = READ_ONCE(tf->thash[index]);
+	th = READ_ONCE(sp->thash);
 	if (th == TC_SIG_UNKNOWN) {
 		th = tc_sig_hash(t, PAGE_SIZE);
-		WRITE_ONCE(tf->thash[index], th);
+		WRITE_ONCE(sp->thash, th);
 	}
-	WRITE_ONCE(tf->sig[index], h);
+	WRITE_ONCE(sp->sig, h);
 	switch (tc_sig_screen(h, th)) {
 	case TC_SCREEN_HASH:
 		tc_count(g, TC_HASH_REJECTS, 1);
@@ -531,11 +590,14 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 		goto unlock;
 	for_each_set_bit(bit, proven, last - index) {
 		struct folio *tfolio = tc_template_folio(tf, index + bit);
+		struct tc_sig_pair *sp;
 		u8 th;
 
 		if (!tfolio)
 			continue;
-		th = READ_ONCE(tf->thash[index + bit]);
+		/* Proven pages need no chunk: their alias gets what is known. */
+		sp = tc_sigs(tf, index + bit, 0);
+		th = sp ? READ_ONCE(sp->thash) : TC_SIG_UNKNOWN;
 		if (!filemap_add_page_alias(mapping, index + bit,
 					    tc_alias(tf, th & TC_SIG_HASH)))
 			n++;
@@ -710,9 +772,13 @@ static void tc_broken(struct address_space *mapping, struct folio *folio,
 	rcu_read_lock();
 	tf = tc_file_lookup(mapping);
 	if (tf && tc_alias_ours(tf, entry)) {
+		struct tc_sig_pair *sp = NULL;
+
+		/* Under RCU: no sleeping; without memory the mark is skipped. */
 		if (folio->index < tf->nr_pages)
-			WRITE_ONCE(tf->sig[folio->index],
-				   tf->sig[folio->index] | TC_SIG_PRIVATE);
+			sp = tc_sigs(tf, folio->index, GFP_NOWAIT);
+		if (sp)
+			WRITE_ONCE(sp->sig, READ_ONCE(sp->sig) | TC_SIG_PRIVATE);
 		tc_count(tf->group, TC_COW_BREAKS, 1);
 		if (!folio_test_large(folio))
 			tfolio = tc_template_folio(tf, folio->index);
@@ -883,6 +949,8 @@ static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 	int i, len;
 
 	len = sysfs_emit(buf, "pages_shared %lu\n", tc_pages_shared(g));
+	len += sysfs_emit_at(buf, len, "policy_bytes %ld\n",
+			     atomic_long_read(&g->policy_bytes));
 	for (i = 0; i < TC_NR_STATS; i++)
 		len += sysfs_emit_at(buf, len, "%s %ld\n", tc_stat_names[i],
 				     atomic_long_read(&g->stats[i]));

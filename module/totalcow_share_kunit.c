@@ -83,12 +83,59 @@ static void tc_screen_counts_are_named(struct kunit *test)
 		KUNIT_EXPECT_NOT_NULL(test, tc_stat_names[i]);
 }
 
+/*
+ * Policy bytes come in chunks, allocated on first use and counted in the
+ * group: a sparse file costs what is looked at of it, not its size.
+ */
+static void tc_sigs_are_allocated_as_pages_are_read(struct kunit *test)
+{
+	struct tc_group *g = kunit_kzalloc(test, sizeof(*g), GFP_KERNEL);
+	struct tc_file *tf = kunit_kzalloc(test, sizeof(*tf), GFP_KERNEL);
+	const pgoff_t far = (1UL << 28) - 1;	/* the last page of 1 TiB */
+	struct tc_sig_pair *sp, *sp2;
+
+	KUNIT_ASSERT_NOT_NULL(test, g);
+	KUNIT_ASSERT_NOT_NULL(test, tf);
+	tf->group = g;
+	tf->nr_pages = far + 1;
+	xa_init_flags(&tf->sigs, XA_FLAGS_ACCOUNT);
+
+	/* Looking without allocating finds nothing and costs nothing. */
+	KUNIT_EXPECT_NULL(test, tc_sigs(tf, 5, 0));
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&g->policy_bytes), 0);
+
+	sp = tc_sigs(tf, 5, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, sp);
+	KUNIT_EXPECT_EQ(test, sp->sig, 0);
+	KUNIT_EXPECT_EQ(test, sp->thash, TC_SIG_UNKNOWN);
+	sp->sig = TC_SIG_PRIVATE | 0x11;
+	/* The same chunk: no second allocation, the same bytes. */
+	KUNIT_EXPECT_PTR_EQ(test, tc_sigs(tf, 5, 0), sp);
+	sp2 = tc_sigs(tf, TC_SIG_CHUNK - 1, GFP_KERNEL);
+	KUNIT_EXPECT_PTR_EQ(test, sp2, sp + (TC_SIG_CHUNK - 1 - 5));
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&g->policy_bytes),
+			(long)TC_SIG_CHUNK_BYTES);
+	/* The next chunk, and one at the end of a 1 TiB file. */
+	KUNIT_ASSERT_NOT_NULL(test, tc_sigs(tf, TC_SIG_CHUNK, GFP_KERNEL));
+	sp2 = tc_sigs(tf, far, GFP_NOWAIT);
+	KUNIT_ASSERT_NOT_NULL(test, sp2);
+	KUNIT_EXPECT_EQ(test, sp2->thash, TC_SIG_UNKNOWN);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&g->policy_bytes),
+			(long)(3 * TC_SIG_CHUNK_BYTES));
+	KUNIT_EXPECT_EQ(test, tc_sigs(tf, 5, 0)->sig, TC_SIG_PRIVATE | 0x11);
+
+	tc_sigs_free(tf);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&g->policy_bytes), 0);
+	KUNIT_EXPECT_TRUE(test, xa_empty(&tf->sigs));
+}
+
 static struct kunit_case tc_share_cases[] = {
 	KUNIT_CASE(tc_sig_hash_is_seven_bits_and_content_bound),
 	KUNIT_CASE(tc_sig_screen_orders_private_hash_compare),
 	KUNIT_CASE(tc_alias_entry_roundtrip_and_shadow_apart),
 	KUNIT_CASE(tc_alias_carries_the_binding),
 	KUNIT_CASE(tc_screen_counts_are_named),
+	KUNIT_CASE(tc_sigs_are_allocated_as_pages_are_read),
 	{}
 };
 

@@ -100,3 +100,15 @@ def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template():
     r = run_vm("tests/guest/share-lineage.sh", disks=("1G",))
     assert r.status == 0, r.explain()
     assert re.search(r"^lineage: the origin S: EXDEV$", r.console, re.M), r.explain()
+
+
+def test_sparse_terabyte_template_costs_what_is_read():
+    """64 members each read 3 bytes of a sparse 1 TiB template file: the
+    policy's per-page bytes are allocated for what was read (group stat
+    policy_bytes <= 2 chunks per place read), the kernel's unreclaimable
+    slab and vmalloc grow by less than 32 MiB (a per-page array would be
+    512 MiB per member), and the readers' memory cgroup is charged them;
+    every byte read is the template's."""
+    r = run_vm("tests/guest/share-sparse.sh", disks=("2G",))
+    assert r.status == 0, r.explain()
+    assert "sparse: O(pages read), charged to the readers" in r.console, r.explain()
