@@ -35,6 +35,7 @@
 
 #include <linux/backing-file.h>
 #include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/dcache.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
@@ -106,6 +107,8 @@ struct tc_group {
 	struct list_head list;
 	char name[TC_TAG_MAX + 1];
 	struct path template;
+	u32 tdev;			/* st_dev of the template subvolume */
+	const struct cred *cred;	/* its creator's: bindings look up with it */
 	struct list_head members;	/* tc_member, under tc_groups_lock */
 	struct list_head files;		/* tc_file, under tc_files_lock */
 	atomic_long_t stats[TC_NR_STATS];
@@ -346,37 +349,57 @@ static const char *tc_relative_path(const struct path *path,
 
 /*
  * Find the template file of @file, a member file, into @tp (a reference
- * held) and deny writes to it. False if the file cannot be shared.
+ * held) and deny writes to it. Returns 0, -ENOMEM if it may work later,
+ * or another error if the file cannot be shared.
+ *
+ * The lookup runs with the credentials of the group's creator, the way
+ * overlayfs looks up its layers with its mounter's: whether a member file
+ * is shared does not depend on who reads it first, and a reader who may
+ * not search the template's directories cannot make a file unshareable
+ * for everyone. It stays on the template's mount and subvolume: no mount
+ * point, symbolic link or nested subvolume is crossed.
  */
-static bool tc_template_of(struct file *file, struct tc_group *g,
-			   struct tc_member *m, struct path *tp)
+static int tc_template_of(struct file *file, struct tc_group *g,
+			  struct tc_member *m, struct path *tp)
 {
 	struct inode *inode = file_inode(file), *t;
+	const struct cred *old;
 	char *buf, *rbuf;
 	const char *rel;
 	int err;
 
-	if (!S_ISREG(inode->i_mode) || tc_path_dev(&file->f_path) != m->dev)
-		return false;	/* not a file, or in a nested subvolume */
+	if (!S_ISREG(inode->i_mode))
+		return -EINVAL;
 	buf = kmalloc(2 * PATH_MAX, GFP_KERNEL);
 	if (!buf)
-		return false;
+		return -ENOMEM;
+	old = override_creds(g->cred);
+	err = -EXDEV;	/* in a nested subvolume */
+	if (tc_path_dev(&file->f_path) != m->dev)
+		goto out;
 	rbuf = buf + PATH_MAX;
 	rel = tc_relative_path(&file->f_path, &m->root, buf, rbuf);
 	err = rel ? vfs_path_lookup(g->template.dentry, g->template.mnt, rel,
-				    0, tp) : -ENAMETOOLONG;
+				    LOOKUP_NO_XDEV | LOOKUP_NO_SYMLINKS, tp) :
+		    -ENAMETOOLONG;
+	if (!err && tc_path_dev(tp) != g->tdev) {
+		path_put(tp);
+		err = -EXDEV;
+	}
+out:
+	revert_creds(old);
 	kfree(buf);
 	if (err)
-		return false;
+		return err == -ENOMEM ? err : -ENOENT;
 	t = d_inode(tp->dentry);
 	/* A snapshot keeps inode numbers and generations; a new file not. */
 	if (!S_ISREG(t->i_mode) || t->i_ino != inode->i_ino ||
 	    t->i_generation != inode->i_generation || t == inode ||
 	    !atomic_dec_unless_positive(&t->i_writecount)) {
 		path_put(tp);
-		return false;
+		return -ENOENT;
 	}
-	return true;
+	return 0;
 }
 
 static struct tc_file *tc_file_bind(struct file *file,
@@ -387,6 +410,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 	struct tc_group *g;
 	struct path tp;
 	pgoff_t nr;
+	int err;
 
 	mutex_lock(&tc_groups_lock);
 	tf = tc_file_get(mapping);
@@ -397,9 +421,13 @@ static struct tc_file *tc_file_bind(struct file *file,
 		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
 		goto unlock;
 	}
-	if (!tc_template_of(file, g, m, &tp)) {
-		tc_count(g, TC_FILES_REFUSED, 1);
-		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+	err = tc_template_of(file, g, m, &tp);
+	if (err) {
+		/* Out of memory: not shared now, asked again at the next miss. */
+		if (err != -ENOMEM) {
+			tc_count(g, TC_FILES_REFUSED, 1);
+			set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+		}
 		goto unlock;
 	}
 	nr = DIV_ROUND_UP(i_size_read(d_inode(tp.dentry)), PAGE_SIZE);
@@ -979,6 +1007,7 @@ static void tc_group_release(struct kobject *kobj)
 		kfree(m);
 	}
 	path_put(&g->template);
+	put_cred(g->cred);
 	kfree(g);
 }
 
@@ -1075,6 +1104,8 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 		kfree(g);
 		return err;
 	}
+	g->tdev = tc_path_dev(&g->template);
+	g->cred = get_current_cred();
 	strscpy(g->name, name, sizeof(g->name));
 	INIT_LIST_HEAD(&g->members);
 	INIT_LIST_HEAD(&g->files);
@@ -1096,6 +1127,7 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 	mutex_unlock(&tc_groups_lock);
 	if (err && g) {
 		path_put(&g->template);
+		put_cred(g->cred);
 		kfree(g);
 	}
 	return err ?: count;

@@ -112,3 +112,14 @@ def test_sparse_terabyte_template_costs_what_is_read():
     r = run_vm("tests/guest/share-sparse.sh", disks=("2G",))
     assert r.status == 0, r.explain()
     assert "sparse: O(pages read), charged to the readers" in r.console, r.explain()
+
+
+def test_binding_uses_the_creators_credentials_and_stays_on_the_template():
+    """An unprivileged first reader who may not search the template's
+    directory does not make a member file unshareable (the lookup runs as
+    the group's creator); a mount over a template directory is not
+    crossed (it would bind a member to another member's file and deny
+    writes to it)."""
+    r = run_vm("tests/guest/share-creds.sh", disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert "creds: the creator's credentials, no mount crossed" in r.console, r.explain()
