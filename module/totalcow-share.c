@@ -38,6 +38,7 @@
 #include <linux/cred.h>
 #include <linux/dcache.h>
 #include <linux/fs.h>
+#include <linux/hashtable.h>
 #include <linux/highmem.h>
 #include <linux/iversion.h>
 #include <linux/kobject.h>
@@ -834,6 +835,54 @@ static void tc_release(struct address_space *mapping)
 }
 
 /*
+ * The backing files tc_mmap_file() handed out, alive: each holds a write
+ * denial of its template inode, so that the template's pages, which its
+ * mappings show, cannot change while any of them lives, whatever becomes
+ * of the group (deleted, its template made writable). Released with the
+ * file (->backing_release, from __fput()).
+ */
+struct tc_alias_file {
+	struct hlist_node node;
+	struct file *file;
+};
+
+static DEFINE_HASHTABLE(tc_alias_files, 10);
+static DEFINE_SPINLOCK(tc_alias_files_lock);
+
+static int tc_alias_file_add(struct file *alias)
+{
+	struct tc_alias_file *af = kmalloc(sizeof(*af), GFP_KERNEL_ACCOUNT);
+
+	if (!af)
+		return -ENOMEM;
+	af->file = alias;
+	spin_lock(&tc_alias_files_lock);
+	hash_add(tc_alias_files, &af->node, (unsigned long)alias);
+	spin_unlock(&tc_alias_files_lock);
+	return 0;
+}
+
+/* ->backing_release: the last reference to a backing file went. */
+static void tc_backing_release(struct file *file)
+{
+	struct tc_alias_file *af, *found = NULL;
+
+	spin_lock(&tc_alias_files_lock);
+	hash_for_each_possible(tc_alias_files, af, node, (unsigned long)file) {
+		if (af->file == file) {
+			hash_del(&af->node);
+			found = af;
+			break;
+		}
+	}
+	spin_unlock(&tc_alias_files_lock);
+	if (!found)
+		return;		/* overlayfs', fuse's, or one we did not keep */
+	allow_write_access(file);
+	kfree(found);
+}
+
+/*
  * ->mmap_file: a private mapping of a member file whose every page the
  * file system records as the template's maps the template file, so that
  * its pages are the
@@ -872,6 +921,18 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 		alias = NULL;
 		goto private;
 	}
+	/* Writes to the template wait for the mapping's end (see above). */
+	if (deny_write_access(alias)) {
+		fput(alias);
+		alias = NULL;
+		goto private;
+	}
+	if (tc_alias_file_add(alias)) {
+		allow_write_access(alias);
+		fput(alias);
+		alias = NULL;
+		goto private;
+	}
 	/* A change that raced with the open: map the member after all. */
 	if (tc_proof_changed(tf, version)) {
 		fput(alias);
@@ -893,6 +954,7 @@ static const struct page_alias_ops tc_alias_ops = {
 	.broken = tc_broken,
 	.release = tc_release,
 	.mmap_file = tc_mmap_file,
+	.backing_release = tc_backing_release,
 };
 
 /* Let every inode of @sb be classified again at its next read miss. */

@@ -123,3 +123,14 @@ def test_binding_uses_the_creators_credentials_and_stays_on_the_template():
     r = run_vm("tests/guest/share-creds.sh", disks=("1G",))
     assert r.status == 0, r.explain()
     assert "creds: the creator's credentials, no mount crossed" in r.console, r.explain()
+
+
+def test_template_stays_write_denied_while_substituted_mappings_live():
+    """A member's private mapping maps the template's pages; after
+    groups/delete and `btrfs property set ro false` the template file
+    cannot be written or truncated (ETXTBSY) while a forked child still
+    holds the mapping, whose bytes stay the member's; once it exits the
+    template can be written, and the member keeps its own bytes."""
+    r = run_vm("tests/guest/share-template-writable.sh", disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert "writable: the template's file is writable again" in r.console, r.explain()
