@@ -99,6 +99,7 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 
 struct tc_member {
 	struct list_head list;
+	struct list_head files;	/* its bound tc_files, under tc_files_lock */
 	struct path root;
 	u32 dev;		/* st_dev of the subvolume */
 };
@@ -142,6 +143,8 @@ struct tc_file {
 	struct tc_group *group;
 	struct tc_member *member;	/* valid while bound */
 	struct list_head list;		/* in group->files */
+	struct list_head mlist;		/* in member->files */
+	struct inode *unbind_inode;	/* between unbind begin and finish */
 	refcount_t ref;
 	unsigned long id;		/* in its alias entries */
 	bool dead;			/* unbound: make no more aliases */
@@ -188,7 +191,7 @@ static bool tc_alias_ours(struct tc_file *tf, void *entry)
 /*
  * After storing aliases for @tf: if it was unbound meanwhile, its unbind
  * may have cleared the mapping before they were stored; clear it again.
- * Pairs with the barrier in tc_file_unbind().
+ * Pairs with the barrier in tc_file_unbind_finish().
  */
 static bool tc_alias_fence(struct tc_file *tf)
 {
@@ -284,20 +287,80 @@ static struct tc_file *tc_file_get(struct address_space *mapping)
 }
 
 /*
- * Unbind @tf: no new lookups find it, its aliases are gone, and it is freed
- * after the last reference. Caller holds tc_files_lock, under which the
- * member inode cannot finish eviction (->release waits for the lock).
+ * Take @tf out of the lookups and its lists; tc_files_lock held, under
+ * which the member inode cannot finish eviction (->release waits for the
+ * lock). Aliases made by a reader that still holds @tf are cleared by that
+ * reader (tc_alias_fence()).
  */
-static void tc_file_unbind(struct tc_file *tf)
+static void tc_file_unlink(struct tc_file *tf)
 {
 	lockdep_assert_held(&tc_files_lock);
 	rhashtable_remove_fast(&tc_files, &tf->node, tc_file_params);
 	list_del_init(&tf->list);
+	list_del_init(&tf->mlist);
 	WRITE_ONCE(tf->dead, true);
+}
+
+/*
+ * Unbind @tf, first half, under tc_files_lock: unlink it and keep the
+ * member inode for tc_file_unbind_finish() (NULL if it is being evicted:
+ * its final truncation drops the aliases).
+ */
+static void tc_file_unbind_begin(struct tc_file *tf)
+{
+	tc_file_unlink(tf);
+	tf->unbind_inode = igrab(tf->mapping->host);
+}
+
+/*
+ * Unbind @tf, second half, without tc_files_lock: drop its aliases (a walk
+ * over the whole mapping, which may sleep between batches) and the
+ * binding's reference; it is freed after the last one.
+ */
+static void tc_file_unbind_finish(struct tc_file *tf)
+{
+	struct inode *inode = tf->unbind_inode;
+
 	smp_mb();	/* the flag stored, then the aliases cleared */
-	filemap_clear_page_aliases(tf->mapping);
-	clear_bit(AS_PAGE_ALIASES, &tf->mapping->flags);
+	if (inode) {
+		filemap_clear_page_aliases(tf->mapping);
+		clear_bit(AS_PAGE_ALIASES, &tf->mapping->flags);
+		iput(inode);
+	}
 	tc_file_put(tf);
+}
+
+/* Files unbound per hold of tc_files_lock. */
+#define TC_UNBIND_BATCH 64
+
+/*
+ * Unbind the files of member @m, or of group @g if @m is NULL, in batches:
+ * neither the spinlock nor the walk without it grows with the number of
+ * files or their size. Caller holds tc_groups_lock (no new bindings).
+ */
+static void tc_unbind_files(struct tc_group *g, struct tc_member *m)
+{
+	struct list_head *head = m ? &m->files : &g->files;
+	struct tc_file *tf, *n;
+	LIST_HEAD(batch);
+	unsigned int i;
+
+	lockdep_assert_held(&tc_groups_lock);
+	do {
+		spin_lock(&tc_files_lock);
+		for (i = 0; i < TC_UNBIND_BATCH && !list_empty(head); i++) {
+			tf = m ? list_first_entry(head, struct tc_file, mlist) :
+				 list_first_entry(head, struct tc_file, list);
+			tc_file_unbind_begin(tf);
+			list_add_tail(&tf->list, &batch);
+		}
+		spin_unlock(&tc_files_lock);
+		list_for_each_entry_safe(tf, n, &batch, list) {
+			list_del_init(&tf->list);
+			tc_file_unbind_finish(tf);
+			cond_resched();
+		}
+	} while (i);
 }
 
 static u32 tc_path_dev(const struct path *path)
@@ -452,6 +515,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 						tc_file_params);
 	if (!old) {
 		list_add_tail(&tf->list, &g->files);
+		list_add_tail(&tf->mlist, &m->files);
 		set_bit(AS_PAGE_ALIASES, &mapping->flags);
 	}
 	spin_unlock(&tc_files_lock);
@@ -830,8 +894,10 @@ static void tc_release(struct address_space *mapping)
 	tf = tc_file_lookup(mapping);
 	rcu_read_unlock();
 	if (tf)
-		tc_file_unbind(tf);
+		tc_file_unlink(tf);	/* the final truncation drops the aliases */
 	spin_unlock(&tc_files_lock);
+	if (tf)
+		tc_file_put(tf);
 }
 
 /*
@@ -957,15 +1023,37 @@ static const struct page_alias_ops tc_alias_ops = {
 	.backing_release = tc_backing_release,
 };
 
-/* Let every inode of @sb be classified again at its next read miss. */
+/*
+ * Let every inode of @sb be classified again at its next read miss. The
+ * list lock is dropped every TC_UNBIND_BATCH inodes when a reschedule is
+ * due, holding a reference to the inode the walk stands on (as
+ * drop_pagecache_sb() does).
+ */
 static void tc_reclassify(struct super_block *sb)
 {
-	struct inode *inode;
+	struct inode *inode, *toput = NULL;
+	unsigned int n = 0;
 
 	spin_lock(&sb->s_inode_list_lock);
-	list_for_each_entry(inode, &sb->s_inodes, i_sb_list)
+	list_for_each_entry(inode, &sb->s_inodes, i_sb_list) {
 		clear_bit(AS_NO_PAGE_ALIASES, &inode->i_mapping->flags);
+		if (++n % TC_UNBIND_BATCH || !need_resched())
+			continue;
+		spin_lock(&inode->i_lock);
+		if (inode->i_state & (I_FREEING | I_WILL_FREE | I_NEW)) {
+			spin_unlock(&inode->i_lock);
+			continue;
+		}
+		__iget(inode);
+		spin_unlock(&inode->i_lock);
+		spin_unlock(&sb->s_inode_list_lock);
+		iput(toput);
+		toput = inode;
+		cond_resched();
+		spin_lock(&sb->s_inode_list_lock);
+	}
 	spin_unlock(&sb->s_inode_list_lock);
+	iput(toput);
 }
 
 /* sysfs */
@@ -1004,27 +1092,63 @@ static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return len;
 }
 
-/* Pages of bound member files whose slot is an alias now. */
+/* Alias entries of @mapping now; the RCU section is left between batches. */
+static unsigned long tc_count_aliases(struct address_space *mapping)
+{
+	XA_STATE(xas, &mapping->i_pages, 0);
+	unsigned long n = 0, seen = 0;
+	void *entry;
+
+	rcu_read_lock();
+	xas_for_each(&xas, entry, ULONG_MAX) {
+		if (xas_retry(&xas, entry))
+			continue;
+		if (xa_is_page_alias(entry))
+			n++;
+		if (++seen % XA_CHECK_SCHED)
+			continue;
+		xas_pause(&xas);
+		rcu_read_unlock();
+		cond_resched();
+		rcu_read_lock();
+	}
+	rcu_read_unlock();
+	return n;
+}
+
+/*
+ * Pages of bound member files whose slot is an alias now. The walk keeps
+ * its place in the group's list with a cursor entry (no mapping), so that
+ * it holds tc_files_lock for one step at a time and walks each file with
+ * a reference to its inode; tc_groups_lock keeps the unbinding walks,
+ * which take the list's first entries, away meanwhile.
+ */
 static unsigned long tc_pages_shared(struct tc_group *g)
 {
+	struct tc_file cursor = { .mapping = NULL }, *tf;
+	struct inode *inode;
 	unsigned long n = 0;
-	struct tc_file *tf;
 
+	mutex_lock(&tc_groups_lock);
 	spin_lock(&tc_files_lock);
-	list_for_each_entry(tf, &g->files, list) {
-		XA_STATE(xas, &tf->mapping->i_pages, 0);
-		void *entry;
-
-		rcu_read_lock();
-		xas_for_each(&xas, entry, ULONG_MAX) {
-			if (xas_retry(&xas, entry))
-				continue;
-			if (xa_is_page_alias(entry))
-				n++;
-		}
-		rcu_read_unlock();
+	list_add(&cursor.list, &g->files);
+	while (!list_is_last(&cursor.list, &g->files)) {
+		tf = list_next_entry(&cursor, list);
+		list_move(&cursor.list, &tf->list);
+		if (!tf->mapping)
+			continue;
+		inode = igrab(tf->mapping->host);
+		if (!inode)
+			continue;
+		spin_unlock(&tc_files_lock);
+		n += tc_count_aliases(inode->i_mapping);
+		iput(inode);
+		cond_resched();
+		spin_lock(&tc_files_lock);
 	}
+	list_del(&cursor.list);
 	spin_unlock(&tc_files_lock);
+	mutex_unlock(&tc_groups_lock);
 	return n;
 }
 
@@ -1214,6 +1338,7 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 		kfree(dir);
 		return -ENOMEM;
 	}
+	INIT_LIST_HEAD(&m->files);
 	err = tc_lookup_dir(dir, &m->root, false);
 	if (err) {
 		kfree(dir);
@@ -1269,7 +1394,6 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 {
 	char name[TC_TAG_MAX + 1], *dir = NULL;
 	struct tc_member *m, *found = NULL;
-	struct tc_file *tf, *n;
 	struct tc_group *g;
 	struct path p;
 	int err;
@@ -1303,11 +1427,7 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 		err = -ENOENT;
 		goto unlock;
 	}
-	spin_lock(&tc_files_lock);
-	list_for_each_entry_safe(tf, n, &g->files, list)
-		if (tf->member == found)
-			tc_file_unbind(tf);
-	spin_unlock(&tc_files_lock);
+	tc_unbind_files(g, found);
 	list_del(&found->list);
 	/* Its files that were refused may belong to no group now. */
 	tc_reclassify(found->root.dentry->d_sb);
@@ -1326,7 +1446,6 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 			    const char *buf, size_t count)
 {
 	char name[TC_TAG_MAX + 2];
-	struct tc_file *tf, *n;
 	struct tc_group *g;
 
 	if (!capable(CAP_SYS_ADMIN))
@@ -1343,10 +1462,7 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return -ENOENT;
 	}
 	list_del(&g->list);
-	spin_lock(&tc_files_lock);
-	list_for_each_entry_safe(tf, n, &g->files, list)
-		tc_file_unbind(tf);
-	spin_unlock(&tc_files_lock);
+	tc_unbind_files(g, NULL);
 	page_alias_disable();
 	mutex_unlock(&tc_groups_lock);
 	kobject_del(&g->kobj);

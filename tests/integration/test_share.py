@@ -134,3 +134,16 @@ def test_template_stays_write_denied_while_substituted_mappings_live():
     r = run_vm("tests/guest/share-template-writable.sh", disks=("1G",))
     assert r.status == 0, r.explain()
     assert "writable: the template's file is writable again" in r.console, r.explain()
+
+
+def test_member_removal_and_group_delete_walk_in_bounded_batches():
+    """16 members over a sparse 512 MiB template (131072 pages), one read
+    whole: while readers keep reading, the member that read the whole file
+    leaves and the group is deleted; every byte read stays right and the
+    debug kernel logs no splat (alias clearing, unbinding, stats and
+    reclassification walk in batches). The issue's size (64 members over
+    1 M pages) takes ~10 minutes: `tests/vm/run -d 2G
+    tests/guest/share-walks.sh 1048576 64 2`."""
+    r = run_vm("tests/guest/share-walks.sh", "131072", "16", "1", disks=("2G",))
+    assert r.status == 0, r.explain()
+    assert "walks: bounded, no splat" in r.console, r.explain()
