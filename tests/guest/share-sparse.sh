@@ -10,8 +10,7 @@ mnt=/mnt/btrfs
 members=64
 chunk=4096	# bytes of one chunk of policy bytes (2048 pages)
 
-mkfs.btrfs -q -f /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
-mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
+btrfs_mount /dev/ubda $mnt
 btrfs -q subvolume create $mnt/template
 truncate -s 1T $mnt/template/sparse.bin
 make_file /tmp/page 1 sparse

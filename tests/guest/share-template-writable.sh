@@ -8,8 +8,7 @@
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-mkfs.btrfs -q -f /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
-mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
+btrfs_mount /dev/ubda $mnt
 btrfs -q subvolume create $mnt/template
 make_file $mnt/template/lib.so 4 lib
 btrfs property set $mnt/template ro true

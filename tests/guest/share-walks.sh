@@ -12,8 +12,7 @@
 pages=${1:-1048576} members=${2:-64} full=${3:-2}
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-mkfs.btrfs -q -f /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
-mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
+btrfs_mount /dev/ubda $mnt
 btrfs -q subvolume create $mnt/template
 truncate -s $((pages * 4096)) $mnt/template/big
 make_file /tmp/chunk 1 walks

@@ -73,6 +73,12 @@ tc_btrfs() {
 	mount "/dev/mapper/$name" "$mnt"
 }
 
+# btrfs_mount DEV MNT: a new btrfs straight on DEV (no dm device), at MNT.
+btrfs_mount() {
+	mkfs.btrfs -q -f "$1" >/dev/null 2>&1 || die "mkfs.btrfs on $1"
+	mkdir -p "$2" && mount "$1" "$2" || die "mount $1 on $2"
+}
+
 # tc_register NAME TAG FILE...: whitelist the disk extents of FILEs (btrfs
 # on /dev/mapper/NAME) under template TAG.
 tc_register() {
