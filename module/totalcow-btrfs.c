@@ -12,7 +12,10 @@
 
 #include "ctree.h"
 #include "fs.h"
+#include "accessors.h"
 #include "btrfs_inode.h"
+#include "disk-io.h"
+#include "extent-tree.h"
 #include "extent_map.h"
 #include "ordered-data.h"
 
@@ -183,6 +186,263 @@ unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
 		cur = next;
 	}
 	return n;
+}
+
+/*
+ * Binding by extents (docs/design.md, "Binding by extents"): a member file
+ * that is a reflink copy of a template file under another name is found
+ * from the references of its first data extents. Every number below bounds
+ * the work one binding may do, whatever the fleet shares.
+ */
+#define TC_BIND_EXTENTS	4	/* data extents of the member looked at */
+#define TC_BIND_STEPS	8	/* extent maps (holes included) walked */
+#define TC_BIND_REFS	64	/* references of one extent read */
+#define TC_BIND_TRIES	4	/* template inodes tried for one extent */
+
+/* Template inode numbers to try for one extent, best first. */
+struct tc_ref_cands {
+	u64 ino[TC_BIND_TRIES];
+	unsigned int nr;
+};
+
+/*
+ * Note the data reference (@root, @ino, @offset) of an extent: a file
+ * (@ino of subvolume @root) whose offset @offset is where the extent's
+ * first byte would be (btrfs keys a data reference by file offset minus
+ * offset into the extent). It is a candidate if that is where the member
+ * has it (@want): the same file offsets. A reference of the template's own
+ * subvolume (@troot) is the answer; others (the subvolume the template was
+ * snapshotted from, other members' copies) name an inode number that the
+ * template may have too, as snapshots keep inode numbers, and are kept,
+ * without duplicates, while there is room.
+ *
+ * Return: true if the template's own reference was found: look no further.
+ */
+static bool tc_ref_note(struct tc_ref_cands *c, u64 root, u64 ino,
+			u64 offset, u64 want, u64 troot)
+{
+	unsigned int i;
+
+	if (offset != want || ino < BTRFS_FIRST_FREE_OBJECTID ||
+	    ino > BTRFS_LAST_FREE_OBJECTID)
+		return false;
+	if (root == troot) {
+		c->ino[0] = ino;
+		c->nr = 1;
+		return true;
+	}
+	for (i = 0; i < c->nr; i++)
+		if (c->ino[i] == ino)
+			return false;
+	if (c->nr < TC_BIND_TRIES)
+		c->ino[c->nr++] = ino;
+	return false;
+}
+
+/*
+ * Candidates from the references of the data extent at @bytenr that holds
+ * logical address @logical, as of the last transaction commit: the commit
+ * root is searched without tree locks, under commit_root_sem taken shared,
+ * as btrfs's own backref walks do without a transaction. At most
+ * TC_BIND_REFS references are read; references by parent leaf (shared data
+ * references) name no inode and are skipped. An extent not committed yet
+ * (new data) has no item there: no candidate, for the price of one search.
+ */
+static int tc_extent_candidates(struct btrfs_fs_info *fs_info, u64 bytenr,
+				u64 logical, u64 want, u64 troot,
+				struct tc_ref_cands *c)
+{
+	struct btrfs_root *extent_root = btrfs_extent_root(fs_info, bytenr);
+	struct btrfs_extent_data_ref *dref;
+	struct btrfs_extent_item *ei;
+	struct extent_buffer *leaf;
+	struct btrfs_path *path;
+	unsigned long ptr, end;
+	unsigned int seen = 0;
+	struct btrfs_key key;
+	int ret, slot, type;
+
+	if (!extent_root)
+		return -ENOENT;
+	path = btrfs_alloc_path();
+	if (!path)
+		return -ENOMEM;
+	path->search_commit_root = 1;
+	path->skip_locking = 1;
+	key.objectid = bytenr;
+	key.type = BTRFS_EXTENT_ITEM_KEY;
+	key.offset = 0;
+	down_read(&fs_info->commit_root_sem);
+	ret = btrfs_search_slot(NULL, extent_root, &key, path, 0, 0);
+	if (ret < 0)
+		goto out;
+	if (path->slots[0] >= btrfs_header_nritems(path->nodes[0])) {
+		ret = btrfs_next_leaf(extent_root, path);
+		if (ret)
+			goto out;
+	}
+	leaf = path->nodes[0];
+	slot = path->slots[0];
+	btrfs_item_key_to_cpu(leaf, &key, slot);
+	ret = 0;
+	if (key.objectid != bytenr || key.type != BTRFS_EXTENT_ITEM_KEY ||
+	    logical < bytenr || logical - bytenr >= key.offset)
+		goto out;
+	ei = btrfs_item_ptr(leaf, slot, struct btrfs_extent_item);
+	if (!(btrfs_extent_flags(leaf, ei) & BTRFS_EXTENT_FLAG_DATA))
+		goto out;
+	/* Inline references follow the item (no tree block info for data). */
+	ptr = (unsigned long)(ei + 1);
+	end = (unsigned long)ei + btrfs_item_size(leaf, slot);
+	while (ptr < end && seen++ < TC_BIND_REFS) {
+		struct btrfs_extent_inline_ref *iref = (void *)ptr;
+
+		type = btrfs_extent_inline_ref_type(leaf, iref);
+		if (!btrfs_extent_inline_ref_size(type))
+			goto out;	/* not ours to judge: no candidate */
+		if (type == BTRFS_EXTENT_DATA_REF_KEY) {
+			dref = (struct btrfs_extent_data_ref *)&iref->offset;
+			if (tc_ref_note(c, btrfs_extent_data_ref_root(leaf, dref),
+					btrfs_extent_data_ref_objectid(leaf, dref),
+					btrfs_extent_data_ref_offset(leaf, dref),
+					want, troot))
+				goto out;
+		}
+		ptr += btrfs_extent_inline_ref_size(type);
+	}
+	/* Then keyed references: (bytenr, EXTENT_DATA_REF / SHARED_DATA_REF). */
+	while (seen++ < TC_BIND_REFS) {
+		ret = btrfs_next_item(extent_root, path);
+		if (ret) {
+			ret = min(ret, 0);
+			break;
+		}
+		leaf = path->nodes[0];
+		slot = path->slots[0];
+		btrfs_item_key_to_cpu(leaf, &key, slot);
+		if (key.objectid != bytenr || key.type > BTRFS_SHARED_DATA_REF_KEY)
+			break;
+		if (key.type != BTRFS_EXTENT_DATA_REF_KEY)
+			continue;
+		dref = btrfs_item_ptr(leaf, slot, struct btrfs_extent_data_ref);
+		if (tc_ref_note(c, btrfs_extent_data_ref_root(leaf, dref),
+				btrfs_extent_data_ref_objectid(leaf, dref),
+				btrfs_extent_data_ref_offset(leaf, dref), want,
+				troot))
+			break;
+	}
+out:
+	up_read(&fs_info->commit_root_sem);
+	btrfs_free_path(path);
+	return ret < 0 ? ret : 0;
+}
+
+/* Does @t put the byte at @em->start where @em (a member's map) does? */
+static bool tc_same_at(struct btrfs_inode *t, const struct extent_map *em)
+{
+	struct extent_map *te;
+	bool same;
+
+	te = btrfs_get_extent(t, NULL, em->start, em->len);
+	if (IS_ERR(te))
+		return false;
+	same = te->start <= em->start && em->start < btrfs_extent_map_end(te) &&
+	       tc_same_bytes(em, te, em->start);
+	btrfs_free_extent_map(te);
+	return same;
+}
+
+/* The regular file @ino of @troot, if it has @em's first byte as @em has. */
+static struct inode *tc_try_template(struct inode *member,
+				     struct btrfs_root *troot, u64 ino,
+				     const struct extent_map *em)
+{
+	struct inode *t = btrfs_iget(ino, troot);
+
+	if (IS_ERR(t))
+		return t;
+	if (t != member && t->i_sb == member->i_sb && S_ISREG(t->i_mode) &&
+	    t->i_nlink && tc_same_at(BTRFS_I(t), em))
+		return t;
+	iput(t);
+	return ERR_PTR(-ENOENT);
+}
+
+/**
+ * tc_btrfs_extent_template - the template file a member file's extents are
+ * @member: a regular file of a member subvolume
+ * @tdir: the root directory of the template subvolume
+ * @prefer: the template file at @member's path, or NULL
+ *
+ * Looks at @member's first data extents (at most TC_BIND_EXTENTS, holes,
+ * preallocated ranges and new, unshared extents skipped; an inline extent
+ * ends the search) for a regular file of the template's subvolume that
+ * maps the extent's byte at the same file offset to the same byte on disk:
+ * @prefer if it does (no search), else one that the extent's references
+ * name (tc_extent_candidates()). The answer is a hint: every page is still
+ * proven from both files' extents or compared before it is shared.
+ *
+ * Return: a reference to the template inode found, or ERR_PTR(-ENOENT) if
+ * there is none, or ERR_PTR(-ENOMEM).
+ */
+struct inode *tc_btrfs_extent_template(struct inode *member,
+				       struct inode *tdir,
+				       struct inode *prefer)
+{
+	struct btrfs_root *troot = BTRFS_I(tdir)->root;
+	struct btrfs_fs_info *fs_info = troot->fs_info;
+	struct inode *found = ERR_PTR(-ENOENT);
+	u64 size = i_size_read(member), pos = 0;
+	unsigned int extents = 0, steps = 0;
+
+	if (member->i_sb != tdir->i_sb || !S_ISREG(member->i_mode) ||
+	    BTRFS_I(member)->root == troot)
+		return found;
+	while (pos < size && extents < TC_BIND_EXTENTS &&
+	       steps++ < TC_BIND_STEPS) {
+		struct tc_ref_cands c = { };
+		struct extent_map *em;
+		unsigned int i;
+		u64 next;
+		int err;
+
+		em = btrfs_get_extent(BTRFS_I(member), NULL, pos, size - pos);
+		if (IS_ERR(em))
+			return PTR_ERR(em) == -ENOMEM ? ERR_CAST(em) : found;
+		next = btrfs_extent_map_end(em);
+		if (em->disk_bytenr == EXTENT_MAP_INLINE || next <= pos) {
+			btrfs_free_extent_map(em);
+			break;
+		}
+		if (em->disk_bytenr >= EXTENT_MAP_LAST_BYTE ||
+		    (em->flags & EXTENT_FLAG_PREALLOC)) {
+			btrfs_free_extent_map(em);
+			pos = next;
+			continue;
+		}
+		extents++;
+		if (prefer && tc_same_at(BTRFS_I(prefer), em)) {
+			btrfs_free_extent_map(em);
+			ihold(prefer);
+			return prefer;
+		}
+		err = tc_extent_candidates(fs_info, em->disk_bytenr,
+					   extent_map_is_compressed(em) ?
+					   em->disk_bytenr :
+					   btrfs_extent_map_block_start(em),
+					   em->start - em->offset,
+					   btrfs_root_id(troot), &c);
+		for (i = 0; !err && i < c.nr && IS_ERR(found); i++)
+			found = tc_try_template(member, troot, c.ino[i], em);
+		btrfs_free_extent_map(em);
+		if (err == -ENOMEM)
+			return ERR_PTR(err);
+		if (!IS_ERR(found) || PTR_ERR(found) == -ENOMEM)
+			return found;
+		found = ERR_PTR(-ENOENT);
+		pos = next;
+	}
+	return found;
 }
 
 #if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)

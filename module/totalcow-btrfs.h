@@ -16,5 +16,8 @@ int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
 unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
 				    pgoff_t index, unsigned long nr,
 				    unsigned long *proven);
+struct inode *tc_btrfs_extent_template(struct inode *member,
+				       struct inode *tdir,
+				       struct inode *prefer);
 
 #endif /* TOTALCOW_BTRFS_H */

@@ -87,6 +87,7 @@ enum tc_stat {
 	TC_SHARE_NS,
 	TC_MMAPS_SHARED,
 	TC_MMAPS_PRIVATE,
+	TC_FILES_BOUND_BY_EXTENTS,
 	TC_NR_STATS
 };
 
@@ -94,7 +95,7 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 	"files_bound", "files_refused", "aliases_installed", "aliases_proven",
 	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",
 	"memcmp_mismatches", "compares", "cow_breaks", "share_ns",
-	"mmaps_shared", "mmaps_private",
+	"mmaps_shared", "mmaps_private", "files_bound_by_extents",
 };
 
 struct tc_member {
@@ -412,35 +413,67 @@ static const char *tc_relative_path(const struct path *path,
 }
 
 /*
+ * @inode (a reference, consumed) as a path in the template's mount, into
+ * @tp: a template file found by its extents has no path we looked up, so
+ * it gets its dentry from the dcache, or a disconnected one
+ * (d_obtain_alias(), as exportfs does). The path serves the private
+ * mappings' backing files (tc_mmap_file()), which keep the member's path
+ * for users to see.
+ */
+static int tc_template_path(struct tc_group *g, struct inode *inode,
+			    struct path *tp)
+{
+	struct dentry *dentry = d_obtain_alias(inode);
+
+	if (IS_ERR(dentry))
+		return PTR_ERR(dentry);
+	tp->mnt = mntget(g->template.mnt);
+	tp->dentry = dentry;
+	return 0;
+}
+
+/*
  * Find the template file of @file, a member file, into @tp (a reference
  * held) and deny writes to it. Returns 0, -ENOMEM if it may work later,
  * or another error if the file cannot be shared.
  *
- * The lookup runs with the credentials of the group's creator, the way
- * overlayfs looks up its layers with its mounter's: whether a member file
- * is shared does not depend on who reads it first, and a reader who may
- * not search the template's directories cannot make a file unshareable
- * for everyone. It stays on the template's mount and subvolume: no mount
- * point, symbolic link or nested subvolume is crossed.
+ * First the template file at the same path: the lookup runs with the
+ * credentials of the group's creator, the way overlayfs looks up its
+ * layers with its mounter's: whether a member file is shared does not
+ * depend on who reads it first, and a reader who may not search the
+ * template's directories cannot make a file unshareable for everyone. It
+ * stays on the template's mount and subvolume: no mount point, symbolic
+ * link or nested subvolume is crossed. It counts if it has the member's
+ * inode number and generation (a snapshot keeps both).
+ *
+ * Then, if there is none or it does not have the member's first data
+ * extent, the template file that has (a reflink copy under another name,
+ * a renamed file, one cloned over: tc_btrfs_extent_template(), bounded,
+ * independent of anyone's credentials). Which file is found only decides
+ * which pages are candidates: each is proven or compared before sharing.
  */
 static int tc_template_of(struct file *file, struct tc_group *g,
-			  struct tc_member *m, struct path *tp)
+			  struct tc_member *m, struct path *tp, bool *by_extents)
 {
-	struct inode *inode = file_inode(file), *t;
+	struct inode *inode = file_inode(file), *t = NULL, *found;
 	const struct cred *old;
 	char *buf, *rbuf;
 	const char *rel;
 	int err;
 
+	*by_extents = false;
 	if (!S_ISREG(inode->i_mode))
 		return -EINVAL;
 	buf = kmalloc(2 * PATH_MAX, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
 	old = override_creds(g->cred);
-	err = -EXDEV;	/* in a nested subvolume */
-	if (tc_path_dev(&file->f_path) != m->dev)
-		goto out;
+	if (tc_path_dev(&file->f_path) != m->dev) {
+		/* In a nested subvolume: not the member's. */
+		revert_creds(old);
+		kfree(buf);
+		return -EXDEV;
+	}
 	rbuf = buf + PATH_MAX;
 	rel = tc_relative_path(&file->f_path, &m->root, buf, rbuf);
 	err = rel ? vfs_path_lookup(g->template.dentry, g->template.mnt, rel,
@@ -450,16 +483,39 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 		path_put(tp);
 		err = -EXDEV;
 	}
-out:
 	revert_creds(old);
 	kfree(buf);
-	if (err)
-		return err == -ENOMEM ? err : -ENOENT;
-	t = d_inode(tp->dentry);
-	/* A snapshot keeps inode numbers and generations; a new file not. */
-	if (!S_ISREG(t->i_mode) || t->i_ino != inode->i_ino ||
-	    t->i_generation != inode->i_generation || t == inode ||
-	    !atomic_dec_unless_positive(&t->i_writecount)) {
+	if (err == -ENOMEM)
+		return err;
+	if (!err) {
+		t = d_inode(tp->dentry);
+		/* A snapshot keeps inode numbers and generations; a new file not. */
+		if (!S_ISREG(t->i_mode) || t->i_ino != inode->i_ino ||
+		    t->i_generation != inode->i_generation || t == inode) {
+			path_put(tp);
+			t = NULL;
+		}
+	}
+	found = tc_btrfs_extent_template(inode, d_inode(g->template.dentry), t);
+	if (found == ERR_PTR(-ENOMEM)) {
+		if (t)
+			path_put(tp);
+		return -ENOMEM;
+	}
+	if (!IS_ERR(found) && found != t) {
+		if (t)
+			path_put(tp);
+		err = tc_template_path(g, found, tp);
+		if (err)
+			return err == -ENOMEM ? err : -ENOENT;
+		t = found;
+		*by_extents = true;
+	} else if (!IS_ERR(found)) {
+		iput(found);	/* @t itself: its path is held */
+	}
+	if (!t)
+		return -ENOENT;
+	if (!atomic_dec_unless_positive(&t->i_writecount)) {
 		path_put(tp);
 		return -ENOENT;
 	}
@@ -472,6 +528,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 	struct tc_file *tf, *old;
 	struct tc_member *m;
 	struct tc_group *g;
+	bool by_extents;
 	struct path tp;
 	pgoff_t nr;
 	int err;
@@ -485,7 +542,7 @@ static struct tc_file *tc_file_bind(struct file *file,
 		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
 		goto unlock;
 	}
-	err = tc_template_of(file, g, m, &tp);
+	err = tc_template_of(file, g, m, &tp, &by_extents);
 	if (err) {
 		/* Out of memory: not shared now, asked again at the next miss. */
 		if (err != -ENOMEM) {
@@ -524,6 +581,8 @@ static struct tc_file *tc_file_bind(struct file *file,
 		goto nomem;
 	}
 	tc_count(g, TC_FILES_BOUND, 1);
+	if (by_extents)
+		tc_count(g, TC_FILES_BOUND_BY_EXTENTS, 1);
 	goto unlock;
 
 nomem:

@@ -99,7 +99,52 @@ static void tc_same_bytes_compressed_extents(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, tc_same_bytes(&m, &t, 0));
 }
 
+#define TC_TROOT	300ULL	/* the template subvolume's root id */
+
+static void tc_ref_note_picks_the_templates_own_reference(struct kunit *test)
+{
+	struct tc_ref_cands c = { };
+
+	/* Another offset (a partial clone elsewhere) is no candidate. */
+	KUNIT_EXPECT_FALSE(test, tc_ref_note(&c, TC_TROOT, 257, 4096, 0,
+					     TC_TROOT));
+	KUNIT_EXPECT_EQ(test, c.nr, 0U);
+	/* Neither are objectids that are not inode numbers. */
+	KUNIT_EXPECT_FALSE(test, tc_ref_note(&c, TC_TROOT, 5, 0, 0, TC_TROOT));
+	KUNIT_EXPECT_FALSE(test, tc_ref_note(&c, TC_TROOT, -255ULL, 0, 0,
+					     TC_TROOT));
+	KUNIT_EXPECT_EQ(test, c.nr, 0U);
+	/* Other subvolumes' references: kept, in order, without duplicates. */
+	KUNIT_EXPECT_FALSE(test, tc_ref_note(&c, 301, 260, 0, 0, TC_TROOT));
+	KUNIT_EXPECT_FALSE(test, tc_ref_note(&c, 302, 260, 0, 0, TC_TROOT));
+	KUNIT_EXPECT_FALSE(test, tc_ref_note(&c, 256, 257, 0, 0, TC_TROOT));
+	KUNIT_EXPECT_EQ(test, c.nr, 2U);
+	KUNIT_EXPECT_EQ(test, c.ino[0], 260ULL);
+	KUNIT_EXPECT_EQ(test, c.ino[1], 257ULL);
+	/* The template's own reference is the answer, alone. */
+	KUNIT_EXPECT_TRUE(test, tc_ref_note(&c, TC_TROOT, 258, 0, 0, TC_TROOT));
+	KUNIT_EXPECT_EQ(test, c.nr, 1U);
+	KUNIT_EXPECT_EQ(test, c.ino[0], 258ULL);
+}
+
+static void tc_ref_note_is_bounded(struct kunit *test)
+{
+	struct tc_ref_cands c = { };
+	u64 ino;
+
+	/* A thousand members' copies: TC_BIND_TRIES candidates, no more. */
+	for (ino = 257; ino < 1257; ino++)
+		KUNIT_EXPECT_FALSE(test, tc_ref_note(&c, 1000 + ino, ino,
+						     -4096ULL, -4096ULL,
+						     TC_TROOT));
+	KUNIT_EXPECT_EQ(test, c.nr, (unsigned int)TC_BIND_TRIES);
+	KUNIT_EXPECT_EQ(test, c.ino[TC_BIND_TRIES - 1],
+			257ULL + TC_BIND_TRIES - 1);
+}
+
 static struct kunit_case tc_btrfs_cases[] = {
+	KUNIT_CASE(tc_ref_note_picks_the_templates_own_reference),
+	KUNIT_CASE(tc_ref_note_is_bounded),
 	KUNIT_CASE(tc_same_bytes_regular_extents),
 	KUNIT_CASE(tc_same_bytes_merged_maps),
 	KUNIT_CASE(tc_same_bytes_proves_nothing_from_holes),
