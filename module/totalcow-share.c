@@ -1575,4 +1575,5 @@ late_initcall_sync(totalcow_share_init);
 
 #if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
 #include "totalcow_share_kunit.c"
+#include "totalcow_share_policy_kunit.c"
 #endif

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * KUnit tests for the page-cache sharing policy on real page caches:
+ * what tc_share_page() does with a member page (alias, hash reject, full
+ * compare, private skip, pages it must leave alone), what a write does to
+ * an alias (tc_broken(): the template's bytes, the private bit, the
+ * count), what a read of an alias resolves to (tc_resolve(): only the
+ * binding's own aliases, only live template pages), and which slots a
+ * member's readahead is asked to fill (tc_mark_empty()).
+ *
+ * Included at the end of totalcow-share.c (after totalcow_share_kunit.c)
+ * so that the tests reach the policy's static functions. The member and
+ * the template are two inodes of a throw-away anonymous superblock with
+ * folios of known bytes in their page caches; the binding between them is
+ * a tc_file made by hand and entered in the lookup table as
+ * tc_file_bind() would. What needs btrfs (binding by path and extents,
+ * the extent proof) is tested in UML against real btrfs
+ * (tests/integration/test_share.py).
+ */
+
+#include <kunit/test.h>
+#include <linux/swap.h>
+
+#define TC_TEST_PAGES	16
+
+static struct file_system_type tc_test_fs_type = {
+	.name		= "totalcow-kunit",
+	.kill_sb	= kill_anon_super,
+};
+
+/* Dirtying a folio only sets its flag: there is nothing to write back. */
+static const struct address_space_operations tc_test_aops = {
+	.dirty_folio	= noop_dirty_folio,
+};
+
+struct tc_policy_test {
+	struct super_block *sb;
+	struct inode *member, *tmpl;
+	struct tc_group group;
+	struct tc_file tf;
+	bool hashed;
+};
+
+static struct inode *tc_test_inode(struct super_block *sb)
+{
+	struct inode *inode = new_inode(sb);
+
+	if (!inode)
+		return NULL;
+	inode->i_mode = S_IFREG | 0644;
+	inode->i_mapping->a_ops = &tc_test_aops;
+	i_size_write(inode, TC_TEST_PAGES * PAGE_SIZE);
+	return inode;
+}
+
+static int tc_policy_init(struct kunit *test)
+{
+	struct tc_policy_test *t;
+	struct tc_file *tf;
+	int err;
+
+	t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
+	if (!t)
+		return -ENOMEM;
+	t->sb = sget(&tc_test_fs_type, NULL, set_anon_super, 0, NULL);
+	if (IS_ERR(t->sb))
+		return PTR_ERR(t->sb);
+	up_write(&t->sb->s_umount);
+	test->priv = t;
+	t->member = tc_test_inode(t->sb);
+	t->tmpl = tc_test_inode(t->sb);
+	if (!t->member || !t->tmpl)
+		return -ENOMEM;
+	tf = &t->tf;
+	tf->mapping = t->member->i_mapping;
+	tf->tinode = t->tmpl;
+	tf->group = &t->group;
+	tf->id = atomic_long_inc_return(&tc_next_id) & TC_ID_MASK;
+	tf->nr_pages = TC_TEST_PAGES;
+	refcount_set(&tf->ref, 1);
+	INIT_LIST_HEAD(&tf->list);
+	INIT_LIST_HEAD(&tf->mlist);
+	xa_init_flags(&tf->sigs, XA_FLAGS_ACCOUNT);
+	err = rhashtable_insert_fast(&tc_files, &tf->node, tc_file_params);
+	if (err)
+		return err;
+	t->hashed = true;
+	return 0;
+}
+
+static void tc_policy_exit(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+
+	if (!t)
+		return;
+	if (t->hashed) {
+		rhashtable_remove_fast(&tc_files, &t->tf.node, tc_file_params);
+		synchronize_rcu();
+		tc_sigs_free(&t->tf);
+	}
+	/* Eviction truncates both page caches, aliases included. */
+	if (t->member)
+		iput(t->member);
+	if (t->tmpl)
+		iput(t->tmpl);
+	deactivate_super(t->sb);
+}
+
+/* Fill @p with a page of bytes that depend on @seed only. */
+static void tc_test_fill(void *p, u32 seed)
+{
+	u32 *w = p;
+	unsigned int i;
+
+	for (i = 0; i < PAGE_SIZE / sizeof(*w); i++)
+		w[i] = (seed + i) * 2654435761U;
+}
+
+/*
+ * A clean, uptodate folio of @seed's bytes at @index of @inode, with a
+ * reference for the caller and none in an LRU batch (as tc_read_miss()
+ * has its folios after lru_add_drain()).
+ */
+static struct folio *tc_test_folio(struct kunit *test, struct inode *inode,
+				   pgoff_t index, u32 seed)
+{
+	struct folio *folio = filemap_grab_folio(inode->i_mapping, index);
+	void *p;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(folio));
+	p = kmap_local_folio(folio, 0);
+	tc_test_fill(p, seed);
+	kunmap_local(p);
+	folio_mark_uptodate(folio);
+	folio_unlock(folio);
+	lru_add_drain_all();
+	return folio;
+}
+
+/* A seed other than @seed whose page has the same 7-bit hash. */
+static u32 tc_test_colliding_seed(struct kunit *test, u32 seed)
+{
+	void *p = kunit_kmalloc(test, PAGE_SIZE, GFP_KERNEL);
+	u8 want;
+	u32 s;
+
+	KUNIT_ASSERT_NOT_NULL(test, p);
+	tc_test_fill(p, seed);
+	want = tc_sig_hash(p, PAGE_SIZE);
+	for (s = seed + 1; s < seed + 100000; s++) {
+		tc_test_fill(p, s);
+		if (tc_sig_hash(p, PAGE_SIZE) == want)
+			return s;
+	}
+	KUNIT_FAIL(test, "no page with hash %#x found", want);
+	return seed;
+}
+
+static long tc_test_stat(struct tc_policy_test *t, enum tc_stat s)
+{
+	return atomic_long_read(&t->group.stats[s]);
+}
+
+static void *tc_test_slot(struct inode *inode, pgoff_t index)
+{
+	return xa_load(&inode->i_mapping->i_pages, index);
+}
+
+/*
+ * An identical page leaves the member's page cache: its slot holds an
+ * alias of this binding with the page's hash, and the template's hash is
+ * recorded for the next member page at that index.
+ */
+static void tc_policy_identical_page_becomes_alias(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct folio *mf = tc_test_folio(test, t->member, 3, 42);
+	struct folio *tfolio = tc_test_folio(test, t->tmpl, 3, 42);
+	struct tc_sig_pair *sp;
+	void *entry;
+	u8 h;
+
+	h = tc_sig_hash(folio_address(tfolio), PAGE_SIZE);
+	tc_share_page(&t->tf, mf, tfolio, 3);
+	entry = tc_test_slot(t->member, 3);
+	KUNIT_EXPECT_TRUE(test, xa_is_page_alias(entry));
+	KUNIT_EXPECT_TRUE(test, tc_alias_ours(&t->tf, entry));
+	KUNIT_EXPECT_EQ(test, xa_page_alias_data(entry) & 0xff, (unsigned long)h);
+	KUNIT_EXPECT_NULL(test, mf->mapping);	/* out of the page cache */
+	KUNIT_EXPECT_EQ(test, t->member->i_mapping->nrpages, 0UL);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_INSTALLED), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_MEMCMP_MISMATCHES), 0);
+	sp = tc_sigs(&t->tf, 3, 0);
+	KUNIT_ASSERT_NOT_NULL(test, sp);
+	KUNIT_EXPECT_EQ(test, sp->sig, h);
+	KUNIT_EXPECT_EQ(test, sp->thash, h);
+	/* The template's page is untouched and still the template's. */
+	KUNIT_EXPECT_PTR_EQ(test, tfolio->mapping, t->tmpl->i_mapping);
+	folio_put(mf);
+	folio_put(tfolio);
+}
+
+/*
+ * Pages that differ stay the member's: by the hash without a compare, or
+ * by the full compare when the hashes collide. A page whose signature is
+ * marked private is not looked at again.
+ */
+static void tc_policy_screens_before_comparing(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	u32 twin = tc_test_colliding_seed(test, 7);
+	struct folio *t0 = tc_test_folio(test, t->tmpl, 0, 7);
+	struct folio *t1 = tc_test_folio(test, t->tmpl, 1, 7);
+	struct folio *t2 = tc_test_folio(test, t->tmpl, 2, 9);
+	struct folio *m0, *m1, *m2;
+	struct tc_sig_pair *sp;
+	u32 other = 8;
+
+	/* A page of another hash than the template's. */
+	while (other == twin || other == 7)
+		other++;
+	m0 = tc_test_folio(test, t->member, 0, other);
+	if (tc_sig_hash(folio_address(m0), PAGE_SIZE) ==
+	    tc_sig_hash(folio_address(t0), PAGE_SIZE))
+		kunit_skip(test, "seeds 7 and %u collide", other);
+	tc_share_page(&t->tf, m0, t0, 0);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_HASH_REJECTS), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 0);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 0), (void *)m0);
+
+	/* Same hash, other bytes: compared, and kept. */
+	m1 = tc_test_folio(test, t->member, 1, twin);
+	tc_share_page(&t->tf, m1, t1, 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_MEMCMP_MISMATCHES), 1);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 1), (void *)m1);
+
+	/* Identical, but the page went private before: skipped unread. */
+	m2 = tc_test_folio(test, t->member, 2, 9);
+	sp = tc_sigs(&t->tf, 2, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, sp);
+	sp->sig = TC_SIG_PRIVATE;
+	tc_share_page(&t->tf, m2, t2, 2);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_PRIVATE_SKIPS), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 1);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 2), (void *)m2);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_INSTALLED), 0);
+	KUNIT_EXPECT_EQ(test, t->member->i_mapping->nrpages, 3UL);
+
+	folio_put(m0);
+	folio_put(m1);
+	folio_put(m2);
+	folio_put(t0);
+	folio_put(t1);
+	folio_put(t2);
+}
+
+/*
+ * Identical pages that someone may still use or change are left alone: a
+ * dirty page (its data is not on disk), one someone else holds a reference
+ * to (it could be mapped or written next), and one that left the member's
+ * page cache meanwhile.
+ */
+static void tc_policy_leaves_busy_pages_alone(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct folio *tf[3], *mf[3];
+	unsigned int i;
+
+	for (i = 0; i < 3; i++) {
+		tf[i] = tc_test_folio(test, t->tmpl, i, 100 + i);
+		mf[i] = tc_test_folio(test, t->member, i, 100 + i);
+	}
+	folio_lock(mf[0]);
+	folio_mark_dirty(mf[0]);
+	folio_unlock(mf[0]);
+	folio_get(mf[1]);			/* another user's reference */
+	folio_lock(mf[2]);
+	filemap_remove_folio(mf[2]);		/* truncated meanwhile */
+	folio_unlock(mf[2]);
+
+	for (i = 0; i < 3; i++)
+		tc_share_page(&t->tf, mf[i], tf[i], i);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_INSTALLED), 0);
+	/* Only the referenced page is worth a compare: it may be let go. */
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 1);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 0), (void *)mf[0]);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 1), (void *)mf[1]);
+	KUNIT_EXPECT_NULL(test, tc_test_slot(t->member, 2));
+
+	folio_lock(mf[0]);
+	folio_cancel_dirty(mf[0]);
+	folio_unlock(mf[0]);
+	folio_put(mf[1]);
+	for (i = 0; i < 3; i++) {
+		folio_put(mf[i]);
+		folio_put(tf[i]);
+	}
+}
+
+/*
+ * A write to an aliased page gets a private folio filled from the
+ * template's page, marks the page's signature private and counts a break;
+ * an alias of another binding (an older one of the same file) is not
+ * resolved and not counted: its private folio is read from the file.
+ */
+static void tc_policy_break_copies_the_template(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct folio *tfolio = tc_test_folio(test, t->tmpl, 5, 55);
+	struct folio *mf = tc_test_folio(test, t->member, 5, 55);
+	struct folio *copy, *stale;
+	struct tc_file older = { .id = (t->tf.id + 1) & TC_ID_MASK };
+	void *entry, *want;
+
+	tc_share_page(&t->tf, mf, tfolio, 5);
+	folio_put(mf);
+	entry = tc_test_slot(t->member, 5);
+	KUNIT_ASSERT_TRUE(test, xa_is_page_alias(entry));
+
+	copy = folio_alloc(GFP_KERNEL, 0);
+	KUNIT_ASSERT_NOT_NULL(test, copy);
+	copy->index = 5;
+	tc_broken(t->member->i_mapping, copy, entry);
+	KUNIT_EXPECT_TRUE(test, folio_test_uptodate(copy));
+	KUNIT_EXPECT_EQ(test, memcmp(folio_address(copy),
+				     folio_address(tfolio), PAGE_SIZE), 0);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_BREAKS), 1);
+	KUNIT_EXPECT_TRUE(test, tc_sigs(&t->tf, 5, 0)->sig & TC_SIG_PRIVATE);
+	/* The template's page is not the copy's: a write stays private. */
+	KUNIT_EXPECT_PTR_NE(test, copy, tfolio);
+
+	stale = folio_alloc(GFP_KERNEL | __GFP_ZERO, 0);
+	KUNIT_ASSERT_NOT_NULL(test, stale);
+	stale->index = 6;
+	tc_broken(t->member->i_mapping, stale, tc_alias(&older, 0));
+	KUNIT_EXPECT_FALSE(test, folio_test_uptodate(stale));
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_BREAKS), 1);
+	want = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, want);
+	KUNIT_EXPECT_EQ(test, memcmp(folio_address(stale), want, PAGE_SIZE), 0);
+
+	folio_put(copy);
+	folio_put(stale);
+	folio_put(tfolio);
+}
+
+/*
+ * An alias resolves to the template's uptodate page at its index, only
+ * for the binding that made it; once the template's page is gone
+ * (reclaimed) it resolves to nothing and the member reads again.
+ */
+static void tc_policy_resolve_own_live_pages_only(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct folio *tfolio = tc_test_folio(test, t->tmpl, 4, 44);
+	struct tc_file older = { .id = (t->tf.id + 1) & TC_ID_MASK };
+	void *mine = tc_alias(&t->tf, 0);
+	struct folio *got;
+
+	rcu_read_lock();
+	got = tc_resolve(t->member->i_mapping, 4, mine);
+	rcu_read_unlock();
+	KUNIT_EXPECT_PTR_EQ(test, got, tfolio);
+	if (got)
+		folio_put(got);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_RESOLVED), 1);
+
+	rcu_read_lock();
+	got = tc_resolve(t->member->i_mapping, 4, tc_alias(&older, 0));
+	rcu_read_unlock();
+	KUNIT_EXPECT_NULL(test, got);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_RESOLVED), 1);
+
+	/* A template page not read yet, then one reclaimed. */
+	rcu_read_lock();
+	got = tc_resolve(t->member->i_mapping, 9, mine);
+	rcu_read_unlock();
+	KUNIT_EXPECT_NULL(test, got);
+	truncate_inode_pages_range(t->tmpl->i_mapping, 4 * PAGE_SIZE,
+				   5 * PAGE_SIZE - 1);
+	rcu_read_lock();
+	got = tc_resolve(t->member->i_mapping, 4, mine);
+	rcu_read_unlock();
+	KUNIT_EXPECT_NULL(test, got);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_LOST), 2);
+	folio_put(tfolio);
+
+	/* A mapping that is no member resolves nothing. */
+	rcu_read_lock();
+	got = tc_resolve(t->tmpl->i_mapping, 4, mine);
+	rcu_read_unlock();
+	KUNIT_EXPECT_NULL(test, got);
+}
+
+/* Readahead is asked for the slots with neither a folio nor an alias. */
+static void tc_policy_marks_only_empty_slots(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct address_space *mapping = t->member->i_mapping;
+	DECLARE_BITMAP(fresh, TC_TEST_PAGES);
+	struct folio *f1 = tc_test_folio(test, t->member, 1, 1);
+	struct folio *f6 = tc_test_folio(test, t->member, 6, 6);
+	unsigned int i;
+
+	filemap_invalidate_lock_shared(mapping);
+	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 2,
+						     tc_alias(&t->tf, 0)), 0);
+	/* Not over a folio, not over an alias. */
+	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 1,
+						     tc_alias(&t->tf, 0)),
+			-EEXIST);
+	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 2,
+						     tc_alias(&t->tf, 0)),
+			-EEXIST);
+	filemap_invalidate_unlock_shared(mapping);
+
+	tc_mark_empty(mapping, 0, 8, fresh);
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_EQ_MSG(test, (bool)test_bit(i, fresh),
+				    i != 1 && i != 2 && i != 6, "slot %u", i);
+	/* A window that starts inside: bits count from its start. */
+	tc_mark_empty(mapping, 2, 7, fresh);
+	KUNIT_EXPECT_FALSE(test, test_bit(0, fresh));
+	KUNIT_EXPECT_TRUE(test, test_bit(1, fresh));
+	KUNIT_EXPECT_FALSE(test, test_bit(4, fresh));
+
+	/* Clearing the aliases empties their slots, folios stay. */
+	filemap_clear_page_aliases(mapping);
+	KUNIT_EXPECT_NULL(test, tc_test_slot(t->member, 2));
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 1), (void *)f1);
+	folio_put(f1);
+	folio_put(f6);
+}
+
+static struct kunit_case tc_policy_cases[] = {
+	KUNIT_CASE(tc_policy_identical_page_becomes_alias),
+	KUNIT_CASE(tc_policy_screens_before_comparing),
+	KUNIT_CASE(tc_policy_leaves_busy_pages_alone),
+	KUNIT_CASE(tc_policy_break_copies_the_template),
+	KUNIT_CASE(tc_policy_resolve_own_live_pages_only),
+	KUNIT_CASE(tc_policy_marks_only_empty_slots),
+	{}
+};
+
+static struct kunit_suite tc_policy_suite = {
+	.name = "totalcow-share-policy",
+	.init = tc_policy_init,
+	.exit = tc_policy_exit,
+	.test_cases = tc_policy_cases,
+};
+
+kunit_test_suite(tc_policy_suite);
