@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * KUnit tests for the dm-totalcow target: table parsing and how reads are
- * cut into runs.
+ * KUnit tests for the dm-totalcow target: table parsing, how reads are
+ * cut into runs, and how a cached run is copied into a reader's bio.
  *
  * Included at the end of dm-totalcow-target.c (as ext4 does with
  * mballoc-test.c) so that the tests reach the target's static functions.
@@ -124,6 +124,68 @@ static void totalcow_read_runs(struct kunit *test)
 
 #undef B
 
+/*
+ * A hit is copied into the reader's bio whatever its segments look like:
+ * four blocks into segments of odd offsets and lengths across five pages,
+ * the bio already advanced 512 bytes into its first segment (as a clone
+ * that DM split). Bytes outside the four blocks' span stay untouched, and
+ * the bio's own iterator does not move.
+ */
+static void totalcow_copy_crosses_segments(struct kunit *test)
+{
+	static const struct { unsigned int page, off, len; } seg[] = {
+		{ 0, 0, 1536 }, { 0, 2048, 2048 }, { 1, 512, 3584 },
+		{ 2, 0, 4096 }, { 3, 0, 4096 }, { 4, 0, 2048 },
+	}, want[] = {	/* where the 16 KiB go, in order */
+		{ 0, 512, 1024 }, { 0, 2048, 2048 }, { 1, 512, 3584 },
+		{ 2, 0, 4096 }, { 3, 0, 4096 }, { 4, 0, 1536 },
+	};
+	struct bio_vec table[ARRAY_SIZE(seg)];
+	struct page *src[4], *dst[5];
+	u8 *flat, *expect;
+	unsigned int i, done = 0;
+	struct bio bio;
+
+	flat = kunit_kmalloc(test, 4 * PAGE_SIZE, GFP_KERNEL);
+	expect = kunit_kzalloc(test, 5 * PAGE_SIZE, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, flat);
+	KUNIT_ASSERT_NOT_NULL(test, expect);
+	for (i = 0; i < 4 * PAGE_SIZE; i++)
+		flat[i] = (i * 7 + i / 4096) ^ 0x5a;
+	for (i = 0; i < ARRAY_SIZE(src); i++) {
+		src[i] = alloc_page(GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, src[i]);
+		memcpy(page_address(src[i]), flat + i * PAGE_SIZE, PAGE_SIZE);
+	}
+	for (i = 0; i < ARRAY_SIZE(dst); i++) {
+		dst[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		KUNIT_ASSERT_NOT_NULL(test, dst[i]);
+	}
+	for (i = 0; i < ARRAY_SIZE(want); i++) {
+		memcpy(expect + want[i].page * PAGE_SIZE + want[i].off,
+		       flat + done, want[i].len);
+		done += want[i].len;
+	}
+	KUNIT_ASSERT_EQ(test, done, 4 * TC_BLOCK_SIZE);
+
+	bio_init(&bio, NULL, table, ARRAY_SIZE(table), REQ_OP_READ);
+	for (i = 0; i < ARRAY_SIZE(seg); i++)
+		__bio_add_page(&bio, dst[seg[i].page], seg[i].len, seg[i].off);
+	bio_advance(&bio, 512);
+	totalcow_copy_to_bio(&bio, src, 4);
+
+	KUNIT_EXPECT_EQ(test, bio.bi_iter.bi_size, 17408U - 512);
+	for (i = 0; i < ARRAY_SIZE(dst); i++)
+		KUNIT_EXPECT_EQ_MSG(test, memcmp(page_address(dst[i]),
+						 expect + i * PAGE_SIZE, PAGE_SIZE),
+				    0, "page %u", i);
+	bio_uninit(&bio);
+	for (i = 0; i < ARRAY_SIZE(src); i++)
+		__free_page(src[i]);
+	for (i = 0; i < ARRAY_SIZE(dst); i++)
+		__free_page(dst[i]);
+}
+
 /* A cached block is one page; per-bio data stays small. */
 static void totalcow_sizes(struct kunit *test)
 {
@@ -134,6 +196,7 @@ static void totalcow_sizes(struct kunit *test)
 static struct kunit_case totalcow_target_test_cases[] = {
 	KUNIT_CASE(totalcow_ctr_rejects_bad_tables),
 	KUNIT_CASE(totalcow_read_runs),
+	KUNIT_CASE(totalcow_copy_crosses_segments),
 	KUNIT_CASE(totalcow_sizes),
 	{}
 };
