@@ -150,7 +150,7 @@ static void tc_groups_writes_reject_bad_input(struct kunit *test)
 		int err;
 	} create[] = {
 		{ "", -EINVAL }, { "g", -EINVAL }, { "g\n", -EINVAL },
-		{ "g ", -EINVAL }, { "g \n", -EINVAL }, { "g relative", -EINVAL },
+		{ "g ", -EINVAL }, { "g \x0a", -EINVAL }, { "g relative", -EINVAL },
 		{ "bad/name /", -EINVAL }, { ". /", -EINVAL }, { ".. /", -EINVAL },
 		{ " /", -EINVAL },
 		{ "0123456789012345678901234567890123456789012345678901234567890123456789 /",
