@@ -29,6 +29,53 @@ bool tc_btrfs_is_subvol_root(struct inode *dir)
 }
 
 /**
+ * tc_btrfs_hold_readonly - keep a read-only subvolume read-only
+ * @dir: the root directory of the subvolume
+ *
+ * A template must not become writable, nor be deleted, while a group
+ * shares its pages. btrfs has the mechanism for a subvolume that must
+ * stay read-only while someone reads it: a send in progress, which it
+ * counts per subvolume and which makes BTRFS_IOC_SUBVOL_SETFLAGS (`btrfs
+ * property set ... ro false`) and subvolume deletion fail with EPERM.
+ * The hold is counted the same way, checked under subvol_sem (which both
+ * of those take for writing) and the root item lock, as send does.
+ *
+ * Return: 0, -EINVAL if the subvolume is not read-only, or -EAGAIN if a
+ * dedupe into it is running (send refuses then too).
+ */
+int tc_btrfs_hold_readonly(struct inode *dir)
+{
+	struct btrfs_root *root = BTRFS_I(dir)->root;
+	int err = 0;
+
+	down_read(&root->fs_info->subvol_sem);
+	spin_lock(&root->root_item_lock);
+	if (!btrfs_root_readonly(root))
+		err = -EINVAL;
+	else if (root->dedupe_in_progress)
+		err = -EAGAIN;
+	else
+		root->send_in_progress++;
+	spin_unlock(&root->root_item_lock);
+	up_read(&root->fs_info->subvol_sem);
+	if (!err)
+		pr_info("totalcow: subvolume %llu held read-only while a group shares it (btrfs reports attempts to make it writable or delete it as during send)\n",
+			btrfs_root_id(root));
+	return err;
+}
+
+/* Let the subvolume of @dir be made writable or deleted again. */
+void tc_btrfs_release_readonly(struct inode *dir)
+{
+	struct btrfs_root *root = BTRFS_I(dir)->root;
+
+	spin_lock(&root->root_item_lock);
+	root->send_in_progress--;
+	WARN_ON_ONCE(root->send_in_progress < 0);
+	spin_unlock(&root->root_item_lock);
+}
+
+/**
  * tc_btrfs_check_lineage - is @member's subvolume a snapshot of @tmpl's?
  * @member: the root directory of the member subvolume
  * @tmpl: the root directory of the template subvolume

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * What TotalCOW page-cache sharing asks btrfs: whether a subvolume is a
- * snapshot of another, and which pages of two files the file system
+ * snapshot of another, to keep a template read-only, and which pages of two files the file system
  * records as the same bytes on disk. The only file that looks into
  * btrfs's internals.
  */
@@ -12,6 +12,8 @@
 #include <linux/types.h>
 
 bool tc_btrfs_is_subvol_root(struct inode *dir);
+int tc_btrfs_hold_readonly(struct inode *dir);
+void tc_btrfs_release_readonly(struct inode *dir);
 int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
 unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
 				    pgoff_t index, unsigned long nr,

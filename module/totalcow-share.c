@@ -112,6 +112,7 @@ struct tc_group {
 	struct path template;
 	u32 tdev;			/* st_dev of the template subvolume */
 	const struct cred *cred;	/* its creator's: bindings look up with it */
+	bool ro_held;			/* tc_btrfs_hold_readonly() on the template */
 	struct list_head members;	/* tc_member, under tc_groups_lock */
 	struct list_head files;		/* tc_file, under tc_files_lock */
 	atomic_long_t stats[TC_NR_STATS];
@@ -1251,6 +1252,8 @@ static void tc_group_release(struct kobject *kobj)
 		path_put(&m->root);
 		kfree(m);
 	}
+	if (g->ro_held)
+		tc_btrfs_release_readonly(d_inode(g->template.dentry));
 	path_put(&g->template);
 	put_cred(g->cred);
 	kfree(g);
@@ -1344,11 +1347,22 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return -ENOMEM;
 	}
 	err = tc_lookup_dir(dir, &g->template, true);
+	if (!err) {
+		/* Until groups/delete, it cannot be made writable or deleted. */
+		err = tc_btrfs_hold_readonly(d_inode(g->template.dentry));
+		if (err) {
+			pr_warn("totalcow: groups/create: template %s is %s\n",
+				dir, err == -EAGAIN ? "being deduplicated into" :
+				"not read-only");
+			path_put(&g->template);
+		}
+	}
 	kfree(dir);
 	if (err) {
 		kfree(g);
 		return err;
 	}
+	g->ro_held = true;
 	g->tdev = tc_path_dev(&g->template);
 	g->cred = get_current_cred();
 	strscpy(g->name, name, sizeof(g->name));
@@ -1366,11 +1380,15 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 		if (!err) {
 			list_add_tail(&g->list, &tc_groups);
 			page_alias_enable();
+		} else {
+			/* tc_group_release() frees it and lets the template go. */
+			kobject_put(&g->kobj);
 		}
-		g = NULL;	/* freed by kobject_put() on failure */
+		g = NULL;
 	}
 	mutex_unlock(&tc_groups_lock);
 	if (err && g) {
+		tc_btrfs_release_readonly(d_inode(g->template.dentry));
 		path_put(&g->template);
 		put_cred(g->cred);
 		kfree(g);
@@ -1523,6 +1541,9 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 	list_del(&g->list);
 	tc_unbind_files(g, NULL);
 	page_alias_disable();
+	/* The template may be made writable once delete returns. */
+	tc_btrfs_release_readonly(d_inode(g->template.dentry));
+	g->ro_held = false;
 	mutex_unlock(&tc_groups_lock);
 	kobject_del(&g->kobj);
 	kobject_put(&g->kobj);

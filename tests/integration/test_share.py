@@ -168,3 +168,14 @@ def test_reflink_copies_under_new_names_share_the_templates_pages():
     assert m, r.explain()
     assert float(m.group(1)) <= 1.05 and float(m.group(2)) <= 1.05, m.group(0)
     assert "share-reflink: all checks passed" in r.console, r.explain()
+
+
+def test_template_stays_read_only_and_undeletable_while_grouped():
+    """While a group shares a template, `btrfs property set ro false`, the
+    template owner's SUBVOL_SETFLAGS and `btrfs subvolume delete` fail
+    with EPERM and change nothing (through a send and a second group);
+    after groups/delete the template can be made writable and deleted; no
+    group on a writable template."""
+    r = run_vm("tests/guest/share-template-readonly.sh", disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert "readonly: writable and deletable once the groups are gone" in r.console, r.explain()
