@@ -4,7 +4,9 @@
     share-torture.py MNT MEMBERS OPS SEED
 
 MNT holds a read-only subvolume "template" with the file data/file and
-snapshots m1..mMEMBERS in one group. Random reads, writes, mmap reads and
+snapshots m1..mMEMBERS in one group; each member has data/file and
+data/copy, a reflink copy of it under another name (bound to the
+template's file by its extents). Random reads, writes, mmap reads and
 writes, truncates, hole punches, fsyncs and drop_caches hit the members,
 and (issue 14) same-size rewrites in one clock tick with the cache dropped
 in between, O_DIRECT writes, reflinks (FICLONERANGE) into a member from
@@ -36,7 +38,8 @@ def main():
     with open(f"{mnt}/template/data/file", "rb") as f:
         template = f.read()
     size0 = len(template)
-    paths = [f"{mnt}/m{i}/data/file" for i in range(1, members + 1)]
+    paths = [f"{mnt}/m{i}/data/{name}" for i in range(1, members + 1)
+             for name in ("file", "copy")]
     model = {p: bytearray(template) for p in paths}
     fds = {p: os.open(p, os.O_RDWR) for p in paths}
     dfds = {p: os.open(p, os.O_RDWR | os.O_DIRECT) for p in paths}

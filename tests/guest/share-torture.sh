@@ -1,7 +1,8 @@
 #!/bin/bash
 # Randomized torture of page-cache sharing (tests/guest/share-torture.py):
 # members of one group take random reads, writes, mmap, truncate, punch,
-# fsync and drop_caches, checked against a model. Arguments: OPS SEED.
+# fsync and drop_caches, checked against a model; each member has its
+# file and a reflink copy of it under another name. Arguments: OPS SEED.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 ops=${1:-100000}; seed=${2:-1}; members=6
@@ -11,7 +12,11 @@ btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data
 make_file $mnt/template/data/file 2 torture
 btrfs property set $mnt/template ro true
-for i in $(seq 1 $members); do btrfs -q subvolume snapshot $mnt/template $mnt/m$i; done
+for i in $(seq 1 $members); do
+	btrfs -q subvolume snapshot $mnt/template $mnt/m$i
+	# A reflink copy under another name: bound by its extents.
+	cp --reflink=always $mnt/m$i/data/file $mnt/m$i/data/copy
+done
 sync
 ctl template add base $mnt/template -q
 ctl group create torture $mnt/template
@@ -22,5 +27,7 @@ python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt $members "$ops" "$seed
 cat /sys/kernel/mm/totalcow/groups/torture/stats
 shared=$(awk '$1 == "aliases_resolved" { print $2 }' /sys/kernel/mm/totalcow/groups/torture/stats)
 [ "$shared" -gt 0 ] || die "nothing was ever shared: the torture tested nothing"
+by_extents=$(awk '$1 == "files_bound_by_extents" { print $2 }' /sys/kernel/mm/totalcow/groups/torture/stats)
+[ "$by_extents" -gt 0 ] || die "no reflink copy was bound by its extents"
 echo torture > /sys/kernel/mm/totalcow/groups/delete
 umount $mnt

@@ -7,11 +7,13 @@ from vmrun import run_vm
 
 
 def test_eight_snapshots_share_one_copy_and_writes_stay_private():
-    """8 snapshots of a 256 MiB file: page cache <= 1.05x, device reads
+    """8 snapshots of a 128 MiB file: page cache <= 1.05x, device reads
     <= 1.01x, every byte right; write, mmap, truncate, punch, O_DIRECT,
     reflink, drop_caches and group deletion keep every file right; bad
-    group input is refused."""
-    r = run_vm("tests/guest/share-snapshots.sh", disks=("2G",))
+    group input is refused. (The script's default, 256 MiB as in the
+    paper's Fig. 4, takes twice as long in the debug kernel and tests
+    nothing more: the ratios are counts.)"""
+    r = run_vm("tests/guest/share-snapshots.sh", "128", disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^shared: page cache ([\d.]+)x, device reads ([\d.]+)x",
                   r.console, re.M)
