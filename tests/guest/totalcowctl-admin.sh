@@ -48,6 +48,14 @@ ctl template add x $mnt/t --dry-run -q --device /dev/mapper/tc |
 extents base | cmp -s - /tmp/want || die "refresh did not register the current extents"
 [ ! -e "$tpl/base:refresh" ] || die "refresh left its staging template"
 echo "raid1: refresh on the recorded device: $(wc -l < /tmp/want) extents"
+# Registering a tree writes back its one file system (syncfs), not every
+# file system on the machine (sync).
+strace -f -qq -e trace=sync,syncfs -o /tmp/strace.out "$TOTALCOW_TOP/tools/totalcowctl" \
+	template add x $mnt/t --dry-run -q --device /dev/mapper/tc >/dev/null ||
+	die "template add under strace"
+grep -q "syncfs(" /tmp/strace.out || die "no syncfs: $(cat /tmp/strace.out)"
+grep -Eq "(^|[[:space:]])sync\(" /tmp/strace.out && die "a sync of every file system: $(cat /tmp/strace.out)"
+echo "syncfs: the template's file system only"
 
 # 2. A refresh whose registration fails keeps the old ranges. The kernel's
 # add_extents is replaced by /dev/full (every write fails with ENOSPC, as
