@@ -127,6 +127,37 @@ mv /dev/mapper/tc-elsewhere /dev/mapper/tc
 [ "$rc" = 4 ] || die "missing device node: exit $rc, want 4: $(cat /tmp/err)"
 ! grep -q Traceback /tmp/err || die "missing device node: traceback: $(cat /tmp/err)"
 grep -q "does not exist here" /tmp/err || die "missing device node: unclear: $(cat /tmp/err)"
+
+# 6. Subvolume facts come from BTRFS_IOC_GET_SUBVOL_INFO and read as
+# `btrfs subvolume show` prints them: UUIDs, parent UUID of a snapshot,
+# received UUID of a received subvolume, the read-only flag; a directory
+# inside a subvolume is not one.
+btrfs -q subvolume create $mnt/sv
+btrfs property set $mnt/sv ro true
+btrfs -q subvolume snapshot $mnt/sv $mnt/sv-snap
+mkdir -p $mnt/recv
+btrfs -q send $mnt/sv | btrfs -q receive $mnt/recv || die "send | receive"
+mkdir $mnt/sv-snap/dir
+for sv in sv sv-snap recv/sv; do
+	btrfs subvolume show $mnt/$sv | awk '
+		{ v = $0; sub(/^[^:]*:[ \t]*/, "", v) }
+		/^[ \t]*UUID:/ { u = v } /Parent UUID:/ { p = v }
+		/Received UUID:/ { r = v } /Flags:/ { f = v }
+		END { print u, p, r, (f ~ /readonly/ ? "readonly" : "-") }' > /tmp/want
+	python3 - $mnt/$sv > /tmp/got <<'PY' || die "subvol_show $sv"
+import importlib.machinery, os, sys
+tool = importlib.machinery.SourceFileLoader(
+    "totalcowctl", os.path.join(os.environ["TOTALCOW_TOP"], "tools/totalcowctl")).load_module()
+i = tool.subvol_show(sys.argv[1])
+print(i["UUID"], i["Parent UUID"], i["Received UUID"], i["Flags"])
+PY
+	cmp -s /tmp/want /tmp/got || die "$sv: ioctl says $(cat /tmp/got), btrfs show $(cat /tmp/want)"
+done
+grep -q " - - readonly$" <(head -1 /tmp/got) && die "recv/sv has no received UUID"
+rc=0; ctl group create g $mnt/sv-snap/dir 2> /tmp/err || rc=$?
+[ "$rc" = 4 ] && grep -q "not a btrfs subvolume" /tmp/err ||
+	die "a directory inside a subvolume: exit $rc, $(cat /tmp/err)"
+echo "subvolume facts: from the ioctl, as btrfs subvolume show prints them"
 umount $mnt
 dmsetup remove tc
 echo "totalcowctl admin: all as documented"
