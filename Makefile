@@ -3,6 +3,7 @@
 #   make demo     build the test kernel, run the snapshot-read demo
 #   make check    everything a change must pass: kernels, lint, out-of-tree
 #                 module, KUnit, integration tests
+#   make check-quick  kernels, lint, KUnit, integration tests not marked slow
 #
 # Build products live in TOTALCOW_BUILD_DIR (default build/, git-ignored).
 
@@ -28,7 +29,7 @@ KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
-	integration check demo bench bench-dm-overhead bench-registration bench-fig4 \
+	integration check check-quick demo bench bench-dm-overhead bench-registration bench-fig4 \
 	bench-fig5-8 bench-share-cost bench-fleet bench-goals clean \
 	distclean help
 
@@ -77,6 +78,13 @@ integration: $(KERNEL_BASE) $(KERNEL_DEBUG)
 
 check: kernel lint modules kunit integration
 	@echo "make check: all passed"
+
+# The developer's inner loop: kernels, lint, KUnit and the integration tests
+# not marked slow (pytest.ini); `make check` runs everything.
+check-quick: kernel lint kunit
+	@tests/vm/install-deps
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS) tests
+	@echo "make check-quick: passed (tests marked slow skipped; make check runs them)"
 
 demo: $(KERNEL_BASE)
 	@tests/vm/install-deps

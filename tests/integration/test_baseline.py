@@ -11,7 +11,8 @@ from vmrun import run_vm
 
 # The tests share module fixtures (one VM run each): keep them on one
 # pytest-xdist worker so the runs are not repeated.
-pytestmark = pytest.mark.xdist_group("baseline")
+# Minutes of VM time: make check runs it, check-quick not.
+pytestmark = [pytest.mark.xdist_group("baseline"), pytest.mark.slow]
 
 SNAPSHOTS = 8
 SIZE_MIB = 256

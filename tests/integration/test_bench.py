@@ -13,7 +13,8 @@ from vmrun import run_vm
 
 # The tests share module fixtures (one VM run each): keep them on one
 # pytest-xdist worker so the runs are not repeated.
-pytestmark = pytest.mark.xdist_group("bench")
+# Minutes of VM time: make check runs it, check-quick not.
+pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.slow]
 
 MIB = 1 << 20
 SIZE_MIB = 8

@@ -13,6 +13,7 @@ def passed(r):
     return r
 
 
+@pytest.mark.slow
 def test_eight_snapshots_read_the_template_from_disk_once():
     """Paper Fig. 4, dm layer only: <= 1.01x the file read from the device
     (stock: 8x), every byte right, the cache holds the file once."""
@@ -53,11 +54,13 @@ def test_fills_racing_writes_never_leave_stale_data():
     assert len(lines) == 2 and all(l.endswith(" 0 errors") for l in lines), lines
 
 
+@pytest.mark.slow
 def test_memory_pressure_reclaims_the_cache():
     passed(run_vm("tests/guest/dm-totalcow-shrinker.sh", "768", "900",
                   mem="1536M", disks=("1G",)))
 
 
+@pytest.mark.slow
 def test_fills_read_into_own_pages_and_readers_wait_for_them():
     """An unprivileged O_DIRECT reader that rewrites its buffer during the
     read (150 tries each on a nodatacow and a checksummed btrfs file) and

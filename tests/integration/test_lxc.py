@@ -4,7 +4,11 @@ destroyed, in the debug UML kernel."""
 
 import re
 
+import pytest
+
 from vmrun import run_vm
+
+pytestmark = pytest.mark.slow  # minutes each: make check runs it, check-quick not
 
 
 def test_busybox_clones_join_share_and_leave():

@@ -3,6 +3,8 @@ the debug UML kernel."""
 
 import re
 
+import pytest
+
 from vmrun import run_vm
 
 
@@ -24,6 +26,7 @@ def test_translation_agrees_with_btrfs_map_logical():
                          r.console, re.M), profile
 
 
+@pytest.mark.slow
 def test_register_read_balance_refresh_deregister_and_bad_input():
     r = passed(run_vm("tests/guest/totalcowctl-snapshots.sh", disks=("2G",)))
     ratios = dict(re.findall(r"^(registered|after balance|after refresh|deregistered): .*?"

@@ -3,6 +3,8 @@ module/totalcow-share.c), in the debug UML kernel."""
 
 import re
 
+import pytest
+
 from vmrun import run_vm
 
 
@@ -28,6 +30,7 @@ def torture(ops, debug):
     assert m and int(m.group(1)) >= ops and m.group(2) == "0", r.explain()
 
 
+@pytest.mark.slow
 def test_randomized_torture_matches_the_model():
     """100k random reads, writes, mmap, truncate, punch, fsync,
     drop_caches, same-tick rewrites, O_DIRECT writes, reflinks into a
@@ -36,11 +39,13 @@ def test_randomized_torture_matches_the_model():
     torture(100000, debug=False)
 
 
+@pytest.mark.slow
 def test_randomized_torture_under_the_debug_kernel():
     """The same, shorter, where lockdep, KASAN, DEBUG_VM and kmemleak watch."""
     torture(15000, debug=True)
 
 
+@pytest.mark.slow
 def test_private_mappings_of_unchanged_members_map_the_template():
     """MAP_PRIVATE mappings (data files, executables) of 8 unchanged
     members keep one copy in the page cache; /proc/PID/maps names the
@@ -106,6 +111,7 @@ def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template():
     assert re.search(r"^lineage: the origin S: EXDEV$", r.console, re.M), r.explain()
 
 
+@pytest.mark.slow
 def test_sparse_terabyte_template_costs_what_is_read():
     """64 members each read 3 bytes of a sparse 1 TiB template file: the
     policy's per-page bytes are allocated for what was read (group stat
@@ -141,6 +147,7 @@ def test_template_stays_write_denied_while_substituted_mappings_live():
     assert "writable: the template's file is writable again" in r.console, r.explain()
 
 
+@pytest.mark.slow
 def test_member_removal_and_group_delete_walk_in_bounded_batches():
     """16 members over a sparse 512 MiB template (131072 pages), one read
     whole: while readers keep reading, the member that read the whole file
