@@ -1,0 +1,57 @@
+"""What the bench drivers share: where results go, how a run is described,
+and how records are selected and summarized. One copy of each, so that
+every driver records its runs the same way (bench/README.md)."""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(TOP, "results")
+
+
+def sel(recs, **match):
+    """The records whose fields equal every keyword given."""
+    return [r for r in recs if all(r.get(k) == v for k, v in match.items())]
+
+
+def stat(values):
+    """(median, min, max) of @values, or None if there are none."""
+    v = list(values)
+    return (statistics.median(v), min(v), max(v)) if v else None
+
+
+def git_describe():
+    return subprocess.run(["git", "-C", TOP, "describe", "--always", "--dirty"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def machine():
+    """The host a run was measured on, and how busy it was at the end."""
+    mem_kib = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+                break
+    return {"cores": os.cpu_count(), "mem_kib": mem_kib, "loadavg": os.getloadavg()}
+
+
+def run_meta(name, **fields):
+    """A results document's "meta": the run's name, commit, command line,
+    date (UTC), machine and load, and the driver's own @fields."""
+    return {"name": name, "commit": git_describe(), "argv": sys.argv,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **machine(), **fields}
+
+
+def write_results(name, meta, records):
+    """results/NAME.json: {"meta": ..., "records": [...]}; returns its path."""
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, name + ".json")
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "records": records}, f, indent=1)
+    return path

@@ -1,0 +1,34 @@
+"""bench/benchlib.py: record selection, summaries and what a results
+document records about its run."""
+
+import json
+import os
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+import benchlib  # noqa: E402
+
+
+def test_sel_and_stat():
+    recs = [{"config": "btrfs", "n": 1, "t": 5}, {"config": "btrfs", "n": 2, "t": 1},
+            {"config": "overlayfs", "n": 1, "t": 3}]
+    assert benchlib.sel(recs, config="btrfs") == recs[:2]
+    assert benchlib.sel(recs, config="btrfs", n=2) == [recs[1]]
+    assert benchlib.sel(recs, config="none") == []
+    assert benchlib.stat(r["t"] for r in recs) == (3, 1, 5)
+    assert benchlib.stat([]) is None
+
+
+def test_results_document_records_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(benchlib, "RESULTS", str(tmp_path))
+    meta = benchlib.run_meta("unit", repeats=5)
+    path = benchlib.write_results("unit", meta, [{"x": 1}])
+    assert path == os.path.join(str(tmp_path), "unit.json")
+    with open(path) as f:
+        doc = json.load(f)
+    m = doc["meta"]
+    assert doc["records"] == [{"x": 1}]
+    assert m["name"] == "unit" and m["repeats"] == 5 and m["argv"]
+    assert m["commit"] and m["cores"] == os.cpu_count() and m["mem_kib"] > 0
+    assert len(m["loadavg"]) == 3 and m["date"].endswith("Z")
