@@ -43,7 +43,7 @@ deps:
 
 tree: $(TREE_STAMP)
 $(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare-tree \
-		$(wildcard module/Kconfig sysfs/Kconfig)
+		$(wildcard module/*/Kconfig sysfs/Kconfig)
 	@tests/vm/install-deps
 	tests/vm/prepare-tree $(B)
 	@touch $@

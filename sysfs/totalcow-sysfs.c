@@ -26,8 +26,8 @@
 #include <linux/string.h>
 #include <linux/sysfs.h>
 
-#include "../module/dm-totalcow.h"
-#include "../module/totalcow-parse.h"
+#include "../module/dm/dm-totalcow.h"
+#include "../module/dm/totalcow-parse.h"
 #include "totalcow-sysfs.h"
 
 /* The fixed width of one line of templates/<name>/extents. */

@@ -1,5 +1,5 @@
 """Page-cache sharing among snapshots (layer 2, mm-patches/0002 and
-module/totalcow-share.c), in the debug UML kernel."""
+module/share/totalcow-share.c), in the debug UML kernel."""
 
 import re
 

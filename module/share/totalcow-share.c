@@ -56,10 +56,10 @@
 #include <linux/sysfs.h>
 #include <linux/workqueue.h>
 
-#include "../sysfs/totalcow-sysfs.h"
+#include "../../sysfs/totalcow-sysfs.h"
 #include "totalcow-btrfs.h"
 #include "totalcow-sig.h"
-#include "totalcow-whitelist.h"
+#include "../dm/totalcow-whitelist.h"
 
 /* The largest window one read miss shares at once, in pages (4 MiB). */
 #define TC_SHARE_WINDOW 1024
