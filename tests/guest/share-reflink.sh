@@ -157,6 +157,19 @@ echo "reflink: partly rewritten copy: bound +$((b1 - b0)), proven +$((p1 - p0)) 
 	die "the rewritten copy's other extents were not shared"
 drop_caches
 [ "$(sum $mnt/m3/copies/rewritten.bin)" = "$want3" ] || die "m3's copy wrong after drop_caches"
+# Bound by its extents but not the template's bytes throughout: a private
+# mapping of it must map its own pages, never the template file's.
+s0=$(stat_of mmaps_shared) q0=$(stat_of mmaps_private)
+python3 - $mnt/m3/copies/rewritten.bin "$want3" <<'PY' || die "a private mapping of m3's rewritten copy reads wrong"
+import hashlib, mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    assert hashlib.sha256(m).hexdigest() + "  -" == sys.argv[2], "mapping reads wrong"
+    m.close()
+PY
+[ "$(stat_of mmaps_shared)" = "$s0" ] && [ "$(stat_of mmaps_private)" -gt "$q0" ] ||
+	die "the rewritten copy's mapping was substituted by the template's"
+echo "reflink: a partly rewritten copy maps its own pages"
 
 # 5. A private mapping of an unchanged copy maps the template's file.
 s0=$(stat_of mmaps_shared)
