@@ -38,6 +38,7 @@
 
 #include <linux/bio.h>
 #include <linux/blk-cgroup.h>
+#include <linux/cgroup.h>
 #include <linux/device-mapper.h>
 #include <linux/highmem.h>
 #include <linux/module.h>
@@ -76,6 +77,15 @@ struct totalcow_c {
 	bool size_given;		/* for STATUSTYPE_TABLE */
 	bool admit_given;
 	enum tc_admit admit;		/* as the table gave it */
+	bool ra_given;
+
+	/* Sequential readahead, one stream; see totalcow_ra_window(). */
+	spinlock_t ra_lock;
+	unsigned long ra_next;		/* block after the last whitelisted read */
+	unsigned long ra_mark;		/* a read of it starts the next window */
+	unsigned long ra_end;		/* end of what was read ahead */
+	unsigned int ra_blocks;		/* window; 0: no readahead */
+	atomic64_t readahead;		/* blocks read ahead */
 
 	struct list_head live;		/* on totalcow_live once resumed */
 	struct list_head all;		/* on totalcow_all */
@@ -93,7 +103,8 @@ struct tc_io {
 /*
  * A fill in flight: the target's own read of up to TC_FILL_MAX blocks into
  * its own pages, and the bio that asked for it (@owner), which is completed
- * by copying from those pages once the read is done.
+ * by copying from those pages once the read is done; readahead fills have
+ * no owner.
  */
 struct tc_fill_io {
 	struct tc_fill fill;
@@ -435,11 +446,14 @@ static void totalcow_fill_endio(struct bio *bio)
 			  &fio->requeue);
 	bio_uninit(bio);
 
-	if (status)
-		fio->owner->bi_status = status;
-	else
-		totalcow_copy_to_bio(fio->owner, fio->fill.pages, fio->fill.nr);
-	bio_endio(fio->owner);
+	if (fio->owner) {
+		if (status)
+			fio->owner->bi_status = status;
+		else
+			totalcow_copy_to_bio(fio->owner, fio->fill.pages,
+					     fio->fill.nr);
+		bio_endio(fio->owner);
+	}
 
 	if (bio_list_empty(&fio->served) && bio_list_empty(&fio->requeue)) {
 		totalcow_fill_free(fio, fio->fill.nr);
@@ -469,6 +483,56 @@ static const void *totalcow_domain(struct bio *bio)
  * completed from them. Anything that fails (no memory, blocks claimed
  * meanwhile, a write started) sends @bio to the origin without a fill.
  */
+/*
+ * A fill of up to @nr absent blocks from @blk read in @domain: allocate its
+ * pages and claim the blocks. NULL if there is no memory or nothing could
+ * be claimed (blocks claimed meanwhile, a write started, or anything
+ * changed since @seq).
+ */
+static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
+					      gfp_t gfp, const void *domain,
+					      unsigned long blk,
+					      unsigned int nr,
+					      unsigned long seq)
+{
+	struct tc_fill_io *fio;
+	unsigned int i, got;
+
+	fio = kmem_cache_alloc(tc_fill_cache, gfp);
+	if (!fio)
+		return NULL;
+	fio->fill.domain = domain;
+	/* The bulk allocator fills the NULL slots, from the first. */
+	memset(fio->fill.pages, 0, nr * sizeof(fio->fill.pages[0]));
+	i = alloc_pages_bulk_array(gfp, nr, fio->fill.pages);
+	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
+	if (!got) {
+		totalcow_fill_free(fio, i);
+		return NULL;
+	}
+	while (i > got)
+		put_page(fio->fill.pages[--i]);
+	fio->tc = tc;
+	fio->owner = NULL;
+	return fio;
+}
+
+/* The origin read of @fio's claimed blocks, not yet submitted. */
+static void totalcow_fill_bio(struct tc_fill_io *fio, blk_opf_t opf,
+			      unsigned short ioprio)
+{
+	unsigned int i;
+
+	bio_init(&fio->bio, fio->tc->origin->bdev, fio->bvecs, fio->fill.nr,
+		 REQ_OP_READ | opf);
+	fio->bio.bi_iter.bi_sector = (sector_t)fio->fill.blk << TC_BLOCK_SHIFT;
+	fio->bio.bi_ioprio = ioprio;
+	fio->bio.bi_end_io = totalcow_fill_endio;
+	fio->bio.bi_private = fio;
+	for (i = 0; i < fio->fill.nr; i++)
+		__bio_add_page(&fio->bio, fio->fill.pages[i], TC_BLOCK_SIZE, 0);
+}
+
 static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 			 unsigned long blk, unsigned int nr, unsigned long seq,
 			 sector_t sector)
@@ -476,35 +540,14 @@ static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 	gfp_t gfp = (bio->bi_opf & REQ_NOWAIT ? GFP_NOWAIT : GFP_NOIO) |
 		    __GFP_NORETRY | __GFP_NOWARN;
 	struct tc_fill_io *fio;
-	unsigned int i, got;
 
-	fio = kmem_cache_alloc(tc_fill_cache, gfp);
+	/* Its bio is throttled as @bio; only bios of that cgroup wait for it. */
+	fio = totalcow_fill_alloc(tc, gfp, totalcow_domain(bio), blk, nr, seq);
 	if (!fio)
 		return totalcow_remap(tc, bio, sector);
-	/* Its bio is throttled as @bio; only bios of that cgroup wait for it. */
-	fio->fill.domain = totalcow_domain(bio);
-	/* The bulk allocator fills the NULL slots, from the first. */
-	memset(fio->fill.pages, 0, nr * sizeof(fio->fill.pages[0]));
-	i = alloc_pages_bulk_array(gfp, nr, fio->fill.pages);
-	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
-	if (!got) {
-		totalcow_fill_free(fio, i);
-		return totalcow_remap(tc, bio, sector);
-	}
-	while (i > got)
-		put_page(fio->fill.pages[--i]);
-	totalcow_trim(bio, (sector_t)got << TC_BLOCK_SHIFT);
-
-	fio->tc = tc;
+	totalcow_trim(bio, (sector_t)fio->fill.nr << TC_BLOCK_SHIFT);
 	fio->owner = bio;
-	bio_init(&fio->bio, tc->origin->bdev, fio->bvecs, got,
-		 REQ_OP_READ | (bio->bi_opf & TC_FILL_OPF));
-	fio->bio.bi_iter.bi_sector = sector;
-	fio->bio.bi_ioprio = bio->bi_ioprio;
-	fio->bio.bi_end_io = totalcow_fill_endio;
-	fio->bio.bi_private = fio;
-	for (i = 0; i < got; i++)
-		__bio_add_page(&fio->bio, fio->fill.pages[i], TC_BLOCK_SIZE, 0);
+	totalcow_fill_bio(fio, bio->bi_opf & TC_FILL_OPF, bio->bi_ioprio);
 	bio_clone_blkg_association(&fio->bio, bio);
 	submit_bio_noacct(&fio->bio);
 	return DM_MAPIO_SUBMITTED;
@@ -538,13 +581,108 @@ static sector_t totalcow_read_run(const struct tc_wl_view *v, sector_t sector,
 	return (sector_t)*blocks << TC_BLOCK_SHIFT;
 }
 
+/*
+ * Sequential readahead, the page cache's (mm/readahead.c) in miniature,
+ * for one stream per target: a whitelisted read that misses right after
+ * the previous whitelisted read (a sequential miss), or that reaches the
+ * first block of the window read ahead last (the mark), starts reading
+ * the next window of ra_blocks ahead, so that the origin reads what the
+ * reader asks for next while the reader's last fill is copied. True with
+ * the window's first block in *@start; the caller reads it ahead.
+ */
+static bool totalcow_ra_window(struct totalcow_c *tc, unsigned long blk,
+			       unsigned int count, enum tc_run kind,
+			       unsigned long *start)
+{
+	unsigned int window = READ_ONCE(tc->ra_blocks);
+	unsigned long end = blk + count;
+	bool go = false;
+
+	if (!window)
+		return false;
+	spin_lock(&tc->ra_lock);
+	if (blk <= tc->ra_mark && tc->ra_mark < end) {
+		*start = max(tc->ra_end, end);
+		go = true;
+	} else if (kind == TC_RUN_ABSENT && blk == tc->ra_next) {
+		*start = end;
+		go = true;
+	}
+	if (go) {
+		tc->ra_mark = *start;
+		tc->ra_end = *start + window;
+	}
+	tc->ra_next = end;
+	spin_unlock(&tc->ra_lock);
+	return go;
+}
+
+/*
+ * Read ahead one window from @start for a reader in @css: the absent
+ * whitelisted blocks, in fills of at most TC_FILL_MAX, up to where the
+ * whitelisted run ends. Blocks cached or being filled are passed over; it
+ * never waits (no memory, writes in flight or blocks claimed meanwhile end
+ * it) and the admission policy applies as to any read. Nobody's pages are
+ * involved but the fills' own; bios that meet these fills wait for them.
+ */
+static void totalcow_readahead(struct totalcow_c *tc,
+			       struct cgroup_subsys_state *css,
+			       unsigned long start, unsigned short ioprio)
+{
+	gfp_t gfp = GFP_NOWAIT | __GFP_NORETRY | __GFP_NOWARN;
+	unsigned long blk = start, end = start + READ_ONCE(tc->ra_blocks);
+	struct tc_wl_view *v;
+	struct tc_fill_io *fio;
+	unsigned int nr, count;
+	unsigned long seq;
+
+	while (blk < end) {
+		seq = tc_cache_seq(&tc->cache);
+		nr = 0;
+		rcu_read_lock();
+		v = rcu_dereference(tc->wl.active);
+		if (v)
+			totalcow_read_run(v, (sector_t)blk << TC_BLOCK_SHIFT,
+					  (sector_t)(end - blk) << TC_BLOCK_SHIFT,
+					  &nr);
+		rcu_read_unlock();
+		if (!nr)
+			return;
+		switch (tc_cache_lookup(&tc->cache, blk, nr, NULL, &count)) {
+		case TC_RUN_ABSENT:
+			if (!tc_cache_admit(&tc->cache, blk, count))
+				break;
+			fio = totalcow_fill_alloc(tc, gfp, css, blk, count, seq);
+			if (!fio)
+				return;
+			count = fio->fill.nr;
+			atomic64_add(count, &tc->readahead);
+			totalcow_fill_bio(fio, REQ_RAHEAD, ioprio);
+			if (css)
+				bio_associate_blkg_from_css(&fio->bio, css);
+			submit_bio_noacct(&fio->bio);
+			break;
+		case TC_RUN_BUSY:
+			return;
+		default:
+			break;
+		}
+		blk += count;
+	}
+}
+
 static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 			     struct tc_io *io, sector_t sector)
 {
+	struct cgroup_subsys_state *css = NULL;
 	struct page *pages[TC_HIT_MAX];
+	unsigned long seq, blk, ra_start;
+	unsigned short ioprio = 0;
 	unsigned int nr, count;
-	unsigned long seq, blk;
+	enum tc_run kind;
 	sector_t len;
+	bool ra;
+	int ret;
 
 	if (!rcu_access_pointer(tc->wl.active))
 		return totalcow_bypass(tc, bio, sector);
@@ -561,32 +699,51 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 	}
 
 	blk = sector >> TC_BLOCK_SHIFT;
-	switch (tc_cache_lookup(&tc->cache, blk, nr, pages, &count)) {
+	kind = tc_cache_lookup(&tc->cache, blk, nr, pages, &count);
+	totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
+	ra = totalcow_ra_window(tc, blk, count, kind, &ra_start);
+	if (ra) {
+		/* @bio may be completed below: keep what readahead needs. */
+		css = (struct cgroup_subsys_state *)totalcow_domain(bio);
+		if (css)
+			css_get(css);
+		ioprio = bio->bi_ioprio;
+	}
+
+	switch (kind) {
 	case TC_RUN_HIT:
-		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
 		totalcow_copy_to_bio(bio, pages, count);
 		while (count)
 			put_page(pages[--count]);
 		bio_endio(bio);
-		return DM_MAPIO_SUBMITTED;
+		ret = DM_MAPIO_SUBMITTED;
+		break;
 	case TC_RUN_ABSENT:
-		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
 		if (!tc_cache_admit(&tc->cache, blk, count))
-			return totalcow_remap(tc, bio, sector);
-		return totalcow_fill(tc, bio, blk, count, seq, sector);
+			ret = totalcow_remap(tc, bio, sector);
+		else
+			ret = totalcow_fill(tc, bio, blk, count, seq, sector);
+		break;
 	case TC_RUN_FILLING:
-		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
 		io->blk = blk;
 		io->sector = sector;
 		/* The fill may complete the bio before this returns. */
 		if (tc_cache_wait(&tc->cache, blk, count, totalcow_domain(bio), bio))
-			return DM_MAPIO_SUBMITTED;
-		return totalcow_remap(tc, bio, sector);
-	case TC_RUN_BUSY:
-		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
-		return totalcow_remap(tc, bio, sector);
+			ret = DM_MAPIO_SUBMITTED;
+		else
+			ret = totalcow_remap(tc, bio, sector);
+		break;
+	default:
+		ret = totalcow_remap(tc, bio, sector);
+		break;
 	}
-	return DM_MAPIO_KILL;
+
+	if (ra) {
+		totalcow_readahead(tc, css, ra_start, ioprio);
+		if (css)
+			css_put(css);
+	}
+	return ret;
 }
 
 static void totalcow_track_write(struct totalcow_c *tc, struct bio *bio,
@@ -672,11 +829,16 @@ static const char *totalcow_admit_name(struct totalcow_c *tc)
 	return tc->admit == TC_ADMIT_SECOND ? "second" : "first";
 }
 
+static unsigned int totalcow_ra_kib(struct totalcow_c *tc)
+{
+	return READ_ONCE(tc->ra_blocks) * (TC_BLOCK_SIZE / SZ_1K);
+}
+
 static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 			       struct dm_arg_set *as)
 {
 	static const struct dm_arg _args[] = {
-		{0, 4, "Invalid number of optional arguments (0, 2 or 4)"},
+		{0, 6, "Invalid number of optional arguments (0, 2, 4 or 6)"},
 	};
 	unsigned int argc;
 	const char *name;
@@ -690,7 +852,7 @@ static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 	while (argc) {
 		name = dm_shift_arg(as);
 		argc--;
-		if (!strcasecmp(name, "cache_size") && argc) {
+		if (!strcasecmp(name, "cache_size") && argc && !tc->size_given) {
 			argc--;
 			if (tc_parse_size(dm_shift_arg(as), &tc->size)) {
 				ti->error = "Invalid cache_size: want <MiB> or <percent>%";
@@ -699,7 +861,7 @@ static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 			tc->size_given = true;
 			continue;
 		}
-		if (!strcasecmp(name, "admit") && argc) {
+		if (!strcasecmp(name, "admit") && argc && !tc->admit_given) {
 			argc--;
 			if (tc_parse_admit(dm_shift_arg(as), &tc->admit)) {
 				ti->error = "Invalid admit: want first or second";
@@ -708,7 +870,16 @@ static int totalcow_parse_opts(struct dm_target *ti, struct totalcow_c *tc,
 			tc->admit_given = true;
 			continue;
 		}
-		ti->error = "Unknown or incomplete optional argument";
+		if (!strcasecmp(name, "readahead") && argc && !tc->ra_given) {
+			argc--;
+			if (tc_parse_readahead(dm_shift_arg(as), &tc->ra_blocks)) {
+				ti->error = "Invalid readahead: want <KiB>, 0..4096 in 4s";
+				return -EINVAL;
+			}
+			tc->ra_given = true;
+			continue;
+		}
+		ti->error = "Unknown, incomplete or repeated optional argument";
 		return -EINVAL;
 	}
 	if (as->argc) {
@@ -733,7 +904,7 @@ static bool totalcow_table_has_other(struct dm_target *ti)
 /*
  * Construct a totalcow mapping:
  *   <origin_dev> [<#opt_args> [cache_size <MiB|percent%>]
- *   [admit first|second]]
+ *   [admit first|second] [readahead <KiB>]]
  */
 static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
@@ -756,6 +927,9 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	tc->size.value = TC_DEFAULT_PERCENT;
 	tc->size.percent = true;
 	INIT_LIST_HEAD(&tc->live);
+	spin_lock_init(&tc->ra_lock);
+	tc->ra_next = ULONG_MAX;
+	tc->ra_mark = ULONG_MAX;
 
 	origin = dm_shift_arg(&as);
 	r = totalcow_parse_opts(ti, tc, &as);
@@ -888,7 +1062,7 @@ static void totalcow_emit_size(struct totalcow_c *tc, char *result,
  * Status (STATUSTYPE_INFO), one line:
  *   <hits> <misses> <bypassed> <fills> <evictions> <invalidations>
  *   <cached_blocks>/<capacity_blocks> <whitelist_extents>
- *   <whitelist_sectors> <templates> <waited> <requeued>
+ *   <whitelist_sectors> <templates> <waited> <requeued> <readahead>
  *
  * hits, misses, fills, evictions and invalidations count blocks of
  * TC_BLOCK_SIZE (4 KiB); bypassed counts reads (bios, or parts of bios)
@@ -898,10 +1072,11 @@ static void totalcow_emit_size(struct totalcow_c *tc, char *result,
  * found a fill in flight and waited for it instead; requeued, those of
  * them read from the origin after all because the fill failed or raced
  * with a write. The whitelist figures count
- * merged extents of all templates and the sectors they cover.
+ * merged extents of all templates and the sectors they cover. Readahead
+ * counts blocks read ahead (not counted in misses).
  *
  * STATUSTYPE_TABLE: <origin_dev> [<#opt_args> [cache_size <MiB|percent%>]
- * [admit first|second]]
+ * [admit first|second] [readahead <KiB>]]
  */
 static void totalcow_status(struct dm_target *ti, status_type_t type,
 			    unsigned int status_flags, char *result,
@@ -926,28 +1101,33 @@ static void totalcow_status(struct dm_target *ti, status_type_t type,
 		}
 		rcu_read_unlock();
 		templates = READ_ONCE(tc->wl.nr_tags);
-		DMEMIT("%llu %llu %llu %llu %llu %llu %lu/%lu %u %llu %u %llu %llu",
+		DMEMIT("%llu %llu %llu %llu %llu %llu %lu/%lu %u %llu %u %llu %llu %lld",
 		       st.hits, st.misses, totalcow_bypassed(tc), st.fills,
 		       st.evictions, st.invalidations, cached, capacity,
 		       extents, (unsigned long long)sectors, templates,
-		       st.waited, st.requeued);
+		       st.waited, st.requeued,
+		       (long long)atomic64_read(&tc->readahead));
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s", tc->origin->name);
-		if (tc->size_given || tc->admit_given)
-			DMEMIT(" %u", 2 * (tc->size_given + tc->admit_given));
+		if (tc->size_given || tc->admit_given || tc->ra_given)
+			DMEMIT(" %u", 2 * (tc->size_given + tc->admit_given +
+					   tc->ra_given));
 		if (tc->size_given) {
 			DMEMIT(" cache_size ");
 			totalcow_emit_size(tc, result, maxlen, &sz);
 		}
 		if (tc->admit_given)
 			DMEMIT(" admit %s", totalcow_admit_name(tc));
+		if (tc->ra_given)
+			DMEMIT(" readahead %u", totalcow_ra_kib(tc));
 		break;
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);
 		DMEMIT(",origin_name=%s,cache_size=", tc->origin->name);
 		totalcow_emit_size(tc, result, maxlen, &sz);
-		DMEMIT(",admit=%s;", totalcow_admit_name(tc));
+		DMEMIT(",admit=%s,readahead=%u;", totalcow_admit_name(tc),
+		       totalcow_ra_kib(tc));
 		break;
 	}
 }
@@ -1002,6 +1182,7 @@ out:
  *   whitelist_clear
  *   cache_size <MiB|percent%>
  *   admit first|second
+ *   readahead <KiB>
  *   drop_cache
  *   clear_stats
  */
@@ -1011,6 +1192,7 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 	struct totalcow_c *tc = ti->private;
 	enum tc_admit admit;
 	struct tc_size size;
+	unsigned int blocks;
 
 	if (!argc)
 		goto bad;
@@ -1054,6 +1236,18 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 		tc_cache_set_admit(&tc->cache, admit);
 		return 0;
 	}
+	if (!strcasecmp(argv[0], "readahead")) {
+		if (argc != 2)
+			goto bad_args;
+		if (tc_parse_readahead(argv[1], &blocks)) {
+			DMERR("readahead: '%s' is not <KiB>, a multiple of %lu up to %u",
+			      argv[1], TC_BLOCK_SIZE / SZ_1K, TC_READAHEAD_MAX_KIB);
+			return -EINVAL;
+		}
+		tc->ra_given = true;
+		WRITE_ONCE(tc->ra_blocks, blocks);
+		return 0;
+	}
 	if (!strcasecmp(argv[0], "drop_cache")) {
 		if (argc != 1)
 			goto bad_args;
@@ -1067,6 +1261,7 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 		if (argc != 1)
 			goto bad_args;
 		tc_cache_clear_stats(&tc->cache);
+		atomic64_set(&tc->readahead, 0);
 		for_each_possible_cpu(cpu) {
 			u64 *bypassed = per_cpu_ptr(tc->bypassed, cpu);
 
@@ -1092,7 +1287,7 @@ static int totalcow_iterate_devices(struct dm_target *ti,
 
 static struct target_type totalcow_target = {
 	.name = "totalcow",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.module = THIS_MODULE,
 	.ctr = totalcow_ctr,
 	.dtr = totalcow_dtr,

@@ -42,6 +42,14 @@ static void totalcow_ctr_rejects_bad_tables(struct kunit *test)
 		"/dev/ubda 2 cache_size 100 trailing",
 		"/dev/ubda 3 cache_size 100 100",
 		"/dev/ubda -1",
+		"/dev/ubda 2 readahead",
+		"/dev/ubda 2 readahead 6",
+		"/dev/ubda 2 readahead 8192",
+		"/dev/ubda 2 readahead -4",
+		"/dev/ubda 1 readahead",
+		"/dev/ubda 8 cache_size 1 admit first readahead 4 readahead 4",
+		"/dev/ubda 4 readahead 4 readahead 4",
+		"/dev/ubda 6 admit first cache_size 1 admit second",
 	};
 	struct dm_target ti;
 	unsigned int i;
@@ -193,11 +201,59 @@ static void totalcow_sizes(struct kunit *test)
 	KUNIT_EXPECT_LE(test, sizeof(struct tc_io), 320);
 }
 
+/*
+ * Readahead windows for one stream: a sequential miss starts one behind
+ * the read, reaching the mark (the last window's first block) starts the
+ * next one after the last, and anything else starts none.
+ */
+static void totalcow_readahead_windows(struct kunit *test)
+{
+	struct totalcow_c *tc = kunit_kzalloc(test, sizeof(*tc), GFP_KERNEL);
+	unsigned long start = 0;
+
+	KUNIT_ASSERT_NOT_NULL(test, tc);
+	spin_lock_init(&tc->ra_lock);
+	tc->ra_next = ULONG_MAX;
+	tc->ra_mark = ULONG_MAX;
+
+	/* Off: nothing, whatever the reads. */
+	KUNIT_EXPECT_FALSE(test, totalcow_ra_window(tc, 0, 64, TC_RUN_ABSENT, &start));
+	KUNIT_EXPECT_FALSE(test, totalcow_ra_window(tc, 64, 64, TC_RUN_ABSENT, &start));
+
+	tc->ra_blocks = 256;
+	tc->ra_next = ULONG_MAX;
+	/* A first miss is not sequential. */
+	KUNIT_EXPECT_FALSE(test, totalcow_ra_window(tc, 1000, 64, TC_RUN_ABSENT, &start));
+	/* The miss right after it is: the window starts after this read. */
+	KUNIT_EXPECT_TRUE(test, totalcow_ra_window(tc, 1064, 64, TC_RUN_ABSENT, &start));
+	KUNIT_EXPECT_EQ(test, start, 1128UL);
+	KUNIT_EXPECT_EQ(test, tc->ra_mark, 1128UL);
+	KUNIT_EXPECT_EQ(test, tc->ra_end, 1128UL + 256);
+	/* Reading the mark (being filled ahead) starts the next window. */
+	KUNIT_EXPECT_TRUE(test, totalcow_ra_window(tc, 1128, 64, TC_RUN_FILLING, &start));
+	KUNIT_EXPECT_EQ(test, start, 1128UL + 256);
+	KUNIT_EXPECT_EQ(test, tc->ra_end, 1128UL + 512);
+	/* Inside the window, before the new mark: nothing more. */
+	KUNIT_EXPECT_FALSE(test, totalcow_ra_window(tc, 1192, 32, TC_RUN_HIT, &start));
+	KUNIT_EXPECT_FALSE(test, totalcow_ra_window(tc, 1224, 32, TC_RUN_HIT, &start));
+	/* A hit is never a sequential miss, a jump elsewhere neither. */
+	KUNIT_EXPECT_FALSE(test, totalcow_ra_window(tc, 5000, 64, TC_RUN_ABSENT, &start));
+	KUNIT_EXPECT_FALSE(test, totalcow_ra_window(tc, 5064, 32, TC_RUN_HIT, &start));
+	/* A read that ends past the mark starts right after itself. */
+	KUNIT_EXPECT_TRUE(test, totalcow_ra_window(tc, 1380, 64, TC_RUN_BUSY, &start));
+	KUNIT_EXPECT_EQ(test, start, 1128UL + 512);
+	tc->ra_mark = 2000;
+	tc->ra_end = 2010;
+	KUNIT_EXPECT_TRUE(test, totalcow_ra_window(tc, 1990, 64, TC_RUN_HIT, &start));
+	KUNIT_EXPECT_EQ(test, start, 2054UL);
+}
+
 static struct kunit_case totalcow_target_test_cases[] = {
 	KUNIT_CASE(totalcow_ctr_rejects_bad_tables),
 	KUNIT_CASE(totalcow_read_runs),
 	KUNIT_CASE(totalcow_copy_crosses_segments),
 	KUNIT_CASE(totalcow_sizes),
+	KUNIT_CASE(totalcow_readahead_windows),
 	{}
 };
 

@@ -103,7 +103,9 @@ static struct tc_fill *tc_filling(struct tc_cache *c, unsigned long blk)
  * and return its kind; *@count is how many leading blocks share it (for
  * TC_RUN_FILLING: are being filled by the same fill). For a hit (at most TC_HIT_MAX blocks), @pages
  * receives the pages, each with a reference the caller drops, and they
- * become the most recently used.
+ * become the most recently used. With @pages NULL (readahead probing what
+ * to read) nothing is counted, referenced or moved, and a hit run is
+ * counted up to @nr blocks.
  */
 enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 			    unsigned int nr, struct page **pages,
@@ -122,7 +124,8 @@ enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 	if (!page || xas.xa_index != blk) {
 		i = page ? xas.xa_index - blk : nr;
 		kind = c->writes_inflight ? TC_RUN_BUSY : TC_RUN_ABSENT;
-		c->stats.misses += i;
+		if (pages)
+			c->stats.misses += i;
 	} else if (xas_get_mark(&xas, TC_PENDING)) {
 		fill = (struct tc_fill *)page_private(page);
 		do {
@@ -131,6 +134,12 @@ enum tc_run tc_cache_lookup(struct tc_cache *c, unsigned long blk,
 			 xas_get_mark(&xas, TC_PENDING) &&
 			 (struct tc_fill *)page_private(page) == fill);
 		kind = TC_RUN_FILLING;
+	} else if (!pages) {
+		do {
+			i++;
+		} while (i < nr && xas_next(&xas) &&
+			 !xas_get_mark(&xas, TC_PENDING));
+		kind = TC_RUN_HIT;
 	} else {
 		do {
 			get_page(page);

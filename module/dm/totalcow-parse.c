@@ -8,6 +8,7 @@
 #include <linux/kernel.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
+#include <linux/sizes.h>
 #include <linux/string.h>
 
 #include "totalcow-parse.h"
@@ -104,6 +105,21 @@ int tc_parse_admit(const char *s, enum tc_admit *admit)
 		*admit = TC_ADMIT_SECOND;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+/*
+ * A readahead window in KiB: 0 (off) or a whole number of blocks up to
+ * TC_READAHEAD_MAX_KIB; *@blocks gets it in blocks.
+ */
+int tc_parse_readahead(const char *s, unsigned int *blocks)
+{
+	unsigned int kib;
+
+	if (!isdigit(s[0]) || kstrtouint(s, 10, &kib) || kib > TC_READAHEAD_MAX_KIB ||
+	    kib % (TC_BLOCK_SIZE / SZ_1K))
+		return -EINVAL;
+	*blocks = kib / (TC_BLOCK_SIZE / SZ_1K);
 	return 0;
 }
 

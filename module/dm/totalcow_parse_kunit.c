@@ -110,12 +110,34 @@ static void tc_parse_admit_takes_first_and_second(struct kunit *test)
 	}
 }
 
+static void tc_parse_readahead_takes_whole_blocks(struct kunit *test)
+{
+	static const char * const bad[] = {
+		"", "-4", "+4", "2", "6", "4k", "4096 ", "4100", "8192", "x",
+	};
+	unsigned int blocks, i;
+
+	KUNIT_ASSERT_EQ(test, tc_parse_readahead("0", &blocks), 0);
+	KUNIT_EXPECT_EQ(test, blocks, 0);
+	KUNIT_ASSERT_EQ(test, tc_parse_readahead("1024", &blocks), 0);
+	KUNIT_EXPECT_EQ(test, blocks, 1024 / (TC_BLOCK_SIZE / SZ_1K));
+	KUNIT_ASSERT_EQ(test, tc_parse_readahead("4096", &blocks), 0);
+	KUNIT_EXPECT_EQ(test, blocks, 4096 / (TC_BLOCK_SIZE / SZ_1K));
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		blocks = 7;
+		KUNIT_EXPECT_EQ_MSG(test, tc_parse_readahead(bad[i], &blocks),
+				    -EINVAL, "readahead '%s'", bad[i]);
+		KUNIT_EXPECT_EQ(test, blocks, 7);
+	}
+}
+
 static struct kunit_case tc_parse_test_cases[] = {
 	KUNIT_CASE(tc_parse_size_accepts_mib_and_percent),
 	KUNIT_CASE(tc_parse_size_rejects_garbage),
 	KUNIT_CASE(tc_parse_ranges_accepts_pairs),
 	KUNIT_CASE(tc_parse_ranges_rejects_garbage),
 	KUNIT_CASE(tc_parse_admit_takes_first_and_second),
+	KUNIT_CASE(tc_parse_readahead_takes_whole_blocks),
 	{}
 };
 

@@ -24,6 +24,11 @@ bad_tables=(
 	"1 admit"
 	"4 admit first admit"
 	"6 cache_size 10 admit second admit first"
+	"2 readahead 6"
+	"2 readahead 8192"
+	"2 readahead -4"
+	"2 readahead"
+	"8 cache_size 10 admit first readahead 4 readahead 8"
 	"-1"
 	"x"
 )
@@ -93,6 +98,11 @@ bad_messages=(
 	"admit"
 	"admit never"
 	"admit first second"
+	"readahead"
+	"readahead 2"
+	"readahead 4100"
+	"readahead 1M"
+	"readahead 4 8"
 	"clear_stats all"
 )
 for msg in "${bad_messages[@]}"; do
@@ -111,8 +121,10 @@ cmp <(dd if=/dev/mapper/tc bs=64k count=64 iflag=direct status=none) /tmp/patter
 
 dmsetup remove tc
 
-# Good tables round-trip through dmsetup table, the admit option included.
-for args in "2 admit second" "4 cache_size 16 admit second" "4 admit first cache_size 5%"; do
+# Good tables round-trip through dmsetup table, the admit and readahead
+# options included.
+for args in "2 admit second" "4 cache_size 16 admit second" "4 admit first cache_size 5%" \
+	"2 readahead 1024" "6 readahead 0 cache_size 16 admit second"; do
 	dmsetup create good --table "0 $sectors totalcow /dev/ubda $args" || die "table '$args' refused"
 	got=$(dmsetup table good | cut -d' ' -f5-)
 	dmsetup create again --table "$(dmsetup table good | sed 's|^0 [0-9]* totalcow [^ ]*|0 '"$sectors"' totalcow /dev/ubda|')" ||

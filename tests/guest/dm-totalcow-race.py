@@ -5,7 +5,9 @@
 
 DEVICE is a totalcow device whose first BLOCKS 4 KiB blocks are whitelisted
 and initially zero. Reader threads read random whitelisted runs with
-O_DIRECT, so that fills start all the time; one writer thread writes a new
+O_DIRECT, so that fills start all the time, and one reads the blocks in
+order, 4 at a time, round and round (sequential misses: what starts the
+target's readahead, when it is on); one writer thread writes a new
 version of a random block with O_DIRECT and, as soon as the write returned,
 reads it back: a fill that raced with the write and published the old
 contents would show up here as a stale read. A third kind of thread drops
@@ -54,12 +56,16 @@ def main():
     errors = []
     stats = {"reads": 0, "writes": 0, "drops": 0, "checked": 0}
 
-    def reader(seed):
+    def reader(seed, sequential=False):
         rnd = random.Random(seed)
         buf = mmap.mmap(-1, 8 * BLOCK)
+        pos = 0
         while not stop.is_set():
-            blk = rnd.randrange(BLOCKS)
-            n = min(rnd.choice((1, 2, 4, 8)), BLOCKS - blk)
+            if sequential:
+                blk, n, pos = pos, 4, (pos + 4) % BLOCKS
+            else:
+                blk = rnd.randrange(BLOCKS)
+                n = min(rnd.choice((1, 2, 4, 8)), BLOCKS - blk)
             with model.lock:
                 before = [model.expect(b) for b in range(blk, blk + n)]
             view = memoryview(buf)[: n * BLOCK]
@@ -104,6 +110,7 @@ def main():
             stats["drops"] += 1
 
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(3)]
+    threads.append(threading.Thread(target=reader, args=(3, True)))
     threads += [threading.Thread(target=writer, args=(100,)), threading.Thread(target=dropper)]
     for t in threads:
         t.start()

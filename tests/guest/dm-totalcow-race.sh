@@ -26,5 +26,15 @@ python3 "$TOTALCOW_TOP/tests/guest/dm-totalcow-race.py" /dev/mapper/tc "$seconds
 	die "stale data with delayed writes"
 dmsetup status tc
 dmsetup remove tc
+
+# Readahead fills (no caller's bio) race with the same writes.
+dd if=/dev/zero of=/dev/ubda bs=1M count=1 oflag=direct status=none
+tc_create tc /dev/mapper/slow cache_size 16 readahead 32
+dmsetup message tc 0 whitelist_add race 0 $((256 * 8))
+python3 "$TOTALCOW_TOP/tests/guest/dm-totalcow-race.py" /dev/mapper/tc "$seconds" ||
+	die "stale data with readahead"
+dmsetup status tc
+[ "$(tc_stat tc readahead)" -gt 0 ] || die "readahead never read ahead"
+dmsetup remove tc
 dmsetup remove slow
 echo "dm-totalcow race: no stale data"

@@ -101,7 +101,7 @@ tc_stat() {
 		v["fills"] = $7; v["evictions"] = $8; v["invalidations"] = $9
 		v["cached"] = c[1]; v["capacity"] = c[2]; v["extents"] = $11
 		v["sectors"] = $12; v["templates"] = $13
-		v["waited"] = $14; v["requeued"] = $15
+		v["waited"] = $14; v["requeued"] = $15; v["readahead"] = $16
 		if (!(f in v)) exit 1
 		print v[f]
 	}' || die "tc_stat: no field '$2'"
