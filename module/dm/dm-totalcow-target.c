@@ -650,7 +650,7 @@ static void totalcow_readahead(struct totalcow_c *tc,
 			return;
 		switch (tc_cache_lookup(&tc->cache, blk, nr, NULL, &count)) {
 		case TC_RUN_ABSENT:
-			if (!tc_cache_admit(&tc->cache, blk, count))
+			if (!tc_cache_admit(&tc->cache, blk, count, false))
 				break;
 			fio = totalcow_fill_alloc(tc, gfp, css, blk, count, seq);
 			if (!fio)
@@ -719,7 +719,7 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 		ret = DM_MAPIO_SUBMITTED;
 		break;
 	case TC_RUN_ABSENT:
-		if (!tc_cache_admit(&tc->cache, blk, count))
+		if (!tc_cache_admit(&tc->cache, blk, count, true))
 			ret = totalcow_remap(tc, bio, sector);
 		else
 			ret = totalcow_fill(tc, bio, blk, count, seq, sector);

@@ -434,8 +434,11 @@ void tc_cache_clear_stats(struct tc_cache *c)
  * before; otherwise its blocks are remembered as ghosts (about 9 bytes
  * each, at most max(capacity, TC_GHOSTS_MIN) of them) and the read just
  * passes through. If a ghost cannot be stored, the run is admitted.
+ * Without @remember (readahead: nobody read those blocks) a run that is
+ * not admitted leaves no ghosts.
  */
-bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr)
+bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr,
+		    bool remember)
 {
 	unsigned long flags, i;
 	bool admit = true;
@@ -447,6 +450,10 @@ bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr)
 		for (i = blk; i < blk + nr; i++)
 			if (__xa_erase(&c->ghosts, i))
 				c->nr_ghosts--;
+		goto out;
+	}
+	if (!remember) {
+		admit = false;
 		goto out;
 	}
 	if (c->nr_ghosts + nr > max(c->capacity, TC_GHOSTS_MIN)) {

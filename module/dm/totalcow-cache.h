@@ -127,7 +127,8 @@ void tc_cache_set_capacity(struct tc_cache *c, unsigned long capacity);
 void tc_cache_get_stats(struct tc_cache *c, struct tc_cache_stats *st,
 			unsigned long *cached, unsigned long *capacity);
 void tc_cache_clear_stats(struct tc_cache *c);
-bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr);
+bool tc_cache_admit(struct tc_cache *c, unsigned long blk, unsigned int nr,
+		    bool remember);
 void tc_cache_set_admit(struct tc_cache *c, enum tc_admit admit);
 void tc_cache_forget_ghosts(struct tc_cache *c);
 

@@ -497,24 +497,31 @@ static void tc_cache_admits_on_second_miss(struct kunit *test)
 	unsigned long i;
 
 	/* First access: always. */
-	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
-	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4, true));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4, true));
 
 	tc_cache_set_admit(c, TC_ADMIT_SECOND);
-	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 4, true));
 	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 4);
 	/* The second miss of a run's first block admits, and forgets. */
-	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4, true));
 	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 0);
-	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 1));
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 1, true));
+	/* Readahead's question leaves no ghosts, and admits only ghosts. */
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 40, 4, false));
+	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 1);
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 40, 4, false));
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 50, 4, true));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 50, 4, false));
+	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 1);
 	/* A run inside an earlier one's ghosts. */
-	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 20, 4));
-	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 22, 2));
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 20, 4, true));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 22, 2, true));
 	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 3);
 
 	/* Bounded: never more than max(capacity, TC_GHOSTS_MIN) ghosts. */
 	for (i = 0; i < 3 * TC_GHOSTS_MIN; i += 8) {
-		tc_cache_admit(c, 1000 + i, 8);
+		tc_cache_admit(c, 1000 + i, 8, true);
 		KUNIT_ASSERT_LE(test, c->nr_ghosts, (unsigned long)TC_GHOSTS_MIN);
 	}
 	/* drop_cache forgets them: the next miss is a first one again. */
@@ -522,8 +529,8 @@ static void tc_cache_admits_on_second_miss(struct kunit *test)
 	tc_cache_forget_ghosts(c);
 	KUNIT_EXPECT_EQ(test, c->nr_ghosts, 0);
 	KUNIT_EXPECT_TRUE(test, xa_empty(&c->ghosts));
-	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 4));
-	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4));
+	KUNIT_EXPECT_FALSE(test, tc_cache_admit(c, 10, 4, true));
+	KUNIT_EXPECT_TRUE(test, tc_cache_admit(c, 10, 4, true));
 
 	/* Back to first: the ghosts go. */
 	tc_cache_set_admit(c, TC_ADMIT_FIRST);
