@@ -145,10 +145,10 @@ for sv in sv sv-snap recv/sv; do
 		/Received UUID:/ { r = v } /Flags:/ { f = v }
 		END { print u, p, r, (f ~ /readonly/ ? "readonly" : "-") }' > /tmp/want
 	python3 - $mnt/$sv > /tmp/got <<'PY' || die "subvol_show $sv"
-import importlib.machinery, os, sys
-tool = importlib.machinery.SourceFileLoader(
-    "totalcowctl", os.path.join(os.environ["TOTALCOW_TOP"], "tools/totalcowctl")).load_module()
-i = tool.subvol_show(sys.argv[1])
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["TOTALCOW_TOP"], "tools"))
+from totalcow.btrfs import subvol_show
+i = subvol_show(sys.argv[1])
 print(i["UUID"], i["Parent UUID"], i["Received UUID"], i["Flags"])
 PY
 	cmp -s /tmp/want /tmp/got || die "$sv: ioctl says $(cat /tmp/got), btrfs show $(cat /tmp/want)"

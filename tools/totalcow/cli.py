@@ -1,0 +1,262 @@
+# SPDX-License-Identifier: GPL-2.0-only
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""NAME
+    totalcowctl - register btrfs template files with dm-totalcow
+
+SYNOPSIS
+    totalcowctl template add NAME PATH... [--device DEV] [--dry-run] [--fiemap]
+    totalcowctl template del NAME
+    totalcowctl template list [--json]
+    totalcowctl template refresh NAME
+    totalcowctl group create NAME TEMPLATE_DIR
+    totalcowctl group add NAME MEMBER_DIR...
+    totalcowctl group del NAME
+    totalcowctl group list [--json]
+    totalcowctl container template NAME [-P LXCPATH] [--no-dm] [--no-hooks]
+    totalcowctl container untemplate NAME [-P LXCPATH]
+    totalcowctl container join|leave NAME [-P LXCPATH]
+    totalcowctl container list [--json]
+    totalcowctl container hook NAME lxc clone|pre-start|destroy
+    totalcowctl status [--json]
+
+DESCRIPTION
+    A template is a set of files (PATHs are files or whole directory trees)
+    on a btrfs file system that sits directly on a dm-totalcow device. Their
+    disk extents are whitelisted on that device, so that reads of them from
+    any snapshot are served from memory after the first.
+
+    The regular files below each PATH are found by walking the directories
+    (no file is opened); after a sync, their file extent items are read
+    straight from their subvolume's fs tree (BTRFS_IOC_TREE_SEARCH_V2, one
+    call per MiB of items) and give btrfs logical addresses; the chunk tree
+    maps those to offsets on the file system's devices. A PATH that is a
+    single file, and every file with --fiemap,
+    is opened and asked with FIEMAP (FIEMAP_FLAG_SYNC) instead:
+    the same ranges (tests check that both agree with btrfs-map-logical),
+    but seven times slower on 100k files, and compressed extents are only
+    known by their logical length. Extents are then written to
+    /sys/kernel/mm/totalcow/templates/ in batches of less than a page.
+
+    Extent kinds:
+      inline         skipped: the data lives in metadata, cached once anyway
+      compressed     whitelisted exactly from the fs tree; with --fiemap from
+                     its disk address for its logical length (FIEMAP does not
+                     report the compressed length; the extra blocks are
+                     harmless)
+      unwritten      skipped: preallocated, reads return zeroes without I/O
+      delalloc       written by the sync first (with --fiemap: FIEMAP_FLAG_SYNC)
+      holes          nothing to register
+    Profiles: SINGLE, DUP and RAID1/RAID1C3/RAID1C4 register every copy that
+    lives on the totalcow device (a read may be served from any copy); copies
+    on other devices are reported and not cached. Striped profiles (RAID0,
+    RAID10, RAID5, RAID6) are refused.
+
+    add records the paths in $TOTALCOW_STATE_DIR (default /var/lib/totalcow)
+    so that refresh can walk them again: after a balance or defragment moves
+    extents, the registered ranges are stale (stale ranges only waste cache;
+    writes to them still invalidate, so nothing is ever read back wrong),
+    and refresh replaces them with the current ones, on the device recorded
+    at add (as --device would), all or nothing: the new ranges are staged
+    as template NAME:refresh (names ending in :refresh are reserved for
+    this), then NAME is registered again from them; a failure leaves NAME
+    with its old ranges. A NAME:refresh left by a killed refresh is removed
+    by the next one.
+
+    status shows each totalcow device's counters (dmsetup status, root
+    only: exit 5 otherwise) and, with the sysfs layer, templates and
+    groups; without it (dm-totalcow from DKMS) the counters alone.
+
+    A group (page-cache sharing, /sys/kernel/mm/totalcow/groups/) is a
+    read-only template subvolume and snapshots of it: a member file's page
+    that is identical to the template file's page at the same offset is
+    kept once. group create refuses a template that is not a read-only
+    subvolume; group add refuses a directory that is not a subvolume
+    snapshotted from the template (its parent UUID is the template's UUID,
+    or, for a template that came from btrfs receive, its received UUID).
+    The kernel checks the same lineage itself (EXDEV) and proves or
+    compares content page by page.
+
+    container (LXC, docs/lxc.md) works on containers by name, in LXCPATH
+    (default: lxc-config lxc.lxcpath, /var/lib/lxc). container template
+    turns a stopped container whose root file system is a btrfs subvolume
+    (lxc-create -B btrfs) into a template: it makes the subvolume read-only,
+    whitelists its extents on the dm-totalcow device (template NAME; skipped
+    with a note when btrfs is not on a totalcow device, or with --no-dm),
+    creates the page-cache sharing group NAME, appends the TotalCOW hooks
+    (lxc.hook.clone, lxc.hook.pre-start, lxc.hook.destroy: `totalcowctl
+    container hook`) to its config unless --no-hooks, and records all of
+    it in $TOTALCOW_STATE_DIR/containers/NAME.json. Either everything is
+    done or, on a failure, everything done so far is undone. Clones made
+    with `lxc-copy -s` copy the hooks with the config:
+      clone      the clone joins the group of its template (its rootfs's
+                 parent UUID is the template's UUID); the template's group
+                 and dm registration are recreated from the record first if
+                 they are gone (after a reboot)
+      pre-start  the same, so that a container started after a reboot, or
+                 cloned while TotalCOW was off, is a member again
+      destroy    the clone leaves the group; destroying the template itself
+                 deletes its group and dm registration
+    A hook never makes LXC fail: a clone of a container that is not a
+    registered template, or one that cannot join (no TotalCOW kernel), runs
+    as a plain LXC container, with the reason on stderr (LXC's log).
+    join and leave do by hand what the hooks do; untemplate undoes
+    template (the subvolume stays read-only). leave writes groups/remove;
+    on a kernel without it, leave deletes the group and creates it again
+    with the other members (their sharing starts over: pages they cache
+    from then on are shared again, pages cached privately meanwhile stay
+    private until reclaimed). Hooks and commands that change groups take
+    $TOTALCOW_STATE_DIR/lock.
+
+OPTIONS
+    --device DEV   the dm-totalcow device (default: the file system's device)
+    --json         machine-readable output
+    --dry-run      (add) print the sector ranges instead of registering
+    --fiemap       (add) FIEMAP on every file instead of reading the fs tree
+    -q, --quiet    no progress on the terminal
+    -P LXCPATH     (container) the LXC container directory
+    --no-dm        (container template) page-cache sharing only
+    --no-hooks     (container template) leave the container's config alone
+                   (hooks set elsewhere, e.g. /etc/lxc/default.conf)
+
+EXIT STATUS
+    0  success
+    1  the operation failed (the kernel refused it, an I/O error, or
+       nothing to register)
+    2  bad usage
+    3  no such template, path or container
+    4  a path is not on btrfs, its file system is not on a totalcow device
+       or has a striped data profile, or btrfs names a device that is not
+       there (container: the container's rootfs is not a btrfs subvolume)
+    5  not permitted (root only)
+    6  (container template) the container is running
+    container hook exits 0 whenever LXC should go on, 2 on bad usage.
+
+LANGUAGE
+    Python, standard library only: the ioctls (FIEMAP, BTRFS_IOC_TREE_SEARCH,
+    BTRFS_IOC_INO_LOOKUP, BTRFS_IOC_FS_INFO, BTRFS_IOC_DEV_INFO) are reached
+    with fcntl.ioctl and struct on the uapi layouts, nothing needs compiling
+    on the host, and a registration costs a few large ioctls plus the
+    directory walk, not per-file work in the language.
+"""
+
+import argparse
+import sys
+
+from .commands import (cmd_add, cmd_del, cmd_group_add, cmd_group_create, cmd_group_del,
+                       cmd_group_list, cmd_list, cmd_refresh, cmd_status)
+from .errors import EX_FAIL, EX_PERM, EX_USAGE, Fail
+from .lxc import (cmd_container_hook, cmd_container_join, cmd_container_leave, cmd_container_list,
+                  cmd_container_template, cmd_container_untemplate)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        print(f"totalcowctl: {message}", file=sys.stderr)
+        sys.exit(EX_USAGE)
+
+
+HELP_TEMPLATE = "the template's name (1-64 of [A-Za-z0-9._:+-])"
+HELP_GROUP = "the group's name (1-64 of [A-Za-z0-9._:+-])"
+HELP_JSON = "machine-readable output"
+HELP_QUIET = "no progress on the terminal"
+HELP_LXCPATH = "the LXC container directory (default: lxc-config lxc.lxcpath)"
+
+
+def main(argv=None):
+    ap = Parser(prog="totalcowctl", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter, add_help=True)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    tp = sub.add_parser("template", help="add, delete, list or refresh templates")
+    tsub = tp.add_subparsers(dest="tcmd", required=True, parser_class=Parser)
+    p = tsub.add_parser("add", help="register files or directory trees as a template")
+    p.add_argument("name", help=HELP_TEMPLATE)
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a file or directory tree on btrfs on the totalcow device")
+    p.add_argument("--device", help="the totalcow device (needed for a multi-device btrfs)")
+    p.add_argument("-q", "--quiet", action="store_true", help=HELP_QUIET)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the ranges (sectors: start length) instead of registering")
+    p.add_argument("--fiemap", action="store_true",
+                   help="use FIEMAP on every file instead of reading the fs tree")
+    p.set_defaults(func=cmd_add)
+    p = tsub.add_parser("del", help="deregister a template")
+    p.add_argument("name", help=HELP_TEMPLATE)
+    p.set_defaults(func=cmd_del)
+    p = tsub.add_parser("list", help="list templates")
+    p.add_argument("--json", action="store_true", help=HELP_JSON)
+    p.set_defaults(func=cmd_list)
+    p = tsub.add_parser("refresh", help="re-read a template's extents (all or nothing)")
+    p.add_argument("name", help=HELP_TEMPLATE)
+    p.add_argument("-q", "--quiet", action="store_true", help=HELP_QUIET)
+    p.set_defaults(func=cmd_refresh, dry_run=False, fiemap=False)
+    gp = sub.add_parser("group", help="page-cache sharing groups")
+    gsub = gp.add_subparsers(dest="gcmd", required=True, parser_class=Parser)
+    p = gsub.add_parser("create", help="a group of a read-only template subvolume")
+    p.add_argument("name", help=HELP_GROUP)
+    p.add_argument("template", metavar="TEMPLATE_DIR",
+                   help="the template: a read-only btrfs subvolume")
+    p.set_defaults(func=cmd_group_create)
+    p = gsub.add_parser("add", help="add snapshots of the template to a group")
+    p.add_argument("name", help=HELP_GROUP)
+    p.add_argument("members", nargs="+", metavar="MEMBER_DIR",
+                   help="a subvolume snapshotted from the template")
+    p.set_defaults(func=cmd_group_add)
+    p = gsub.add_parser("del", help="delete a group (its members unshare)")
+    p.add_argument("name", help=HELP_GROUP)
+    p.set_defaults(func=cmd_group_del)
+    p = gsub.add_parser("list", help="list groups with their sharing statistics")
+    p.add_argument("--json", action="store_true", help=HELP_JSON)
+    p.set_defaults(func=cmd_group_list)
+    p = sub.add_parser("status", help="cache statistics and templates")
+    p.add_argument("--json", action="store_true", help=HELP_JSON)
+    p.set_defaults(func=cmd_status)
+    cp = sub.add_parser("container", help="LXC containers as templates; hooks for clones")
+    csub = cp.add_subparsers(dest="ccmd", required=True, parser_class=Parser)
+    p = csub.add_parser("template", help="make a stopped btrfs container a template")
+    p.add_argument("name", help="the container (also the template's and group's name)")
+    p.add_argument("-P", "--lxcpath", help=HELP_LXCPATH)
+    p.add_argument("--no-dm", action="store_true", help="page-cache sharing only")
+    p.add_argument("--no-hooks", action="store_true", help="do not edit its config")
+    p.set_defaults(func=cmd_container_template)
+    p = csub.add_parser("untemplate", help="undo container template")
+    p.add_argument("name", help="the template container")
+    p.add_argument("-P", "--lxcpath", help="the template's LXC directory (checked against "
+                   "the one recorded at container template)")
+    p.set_defaults(func=cmd_container_untemplate)
+    for what, fn in (("join", cmd_container_join), ("leave", cmd_container_leave)):
+        p = csub.add_parser(what, help=f"{what} the group of its template by hand")
+        p.add_argument("name", help="a clone (lxc-copy -s) of a template container")
+        p.add_argument("-P", "--lxcpath", help=HELP_LXCPATH)
+        p.set_defaults(func=fn)
+    p = csub.add_parser("list", help="container templates, their groups and members")
+    p.add_argument("--json", action="store_true", help=HELP_JSON)
+    p.set_defaults(func=cmd_container_list)
+    p = csub.add_parser("hook", help="LXC hook entry point (lxc.hook.clone, pre-start, destroy)")
+    p.add_argument("name", help="the container (LXC passes it)")
+    p.add_argument("section", help="the config section (LXC passes 'lxc')")
+    p.add_argument("type", help="the hook: clone, pre-start or destroy")
+    p.add_argument("extra", nargs=argparse.REMAINDER, help="further arguments from LXC")
+    p.set_defaults(func=cmd_container_hook)
+    a = ap.parse_args(argv)
+    # Container names are LXC's; only a template's becomes a kernel name.
+    tagged = a.cmd != "container" or a.ccmd == "template"
+    if tagged and hasattr(a, "name") and not valid_name(a.name):
+        ap.error(f"invalid template name '{a.name}' (1-64 of [A-Za-z0-9._:+-])")
+    try:
+        return a.func(a)
+    except Fail as e:
+        print(f"totalcowctl: {e}", file=sys.stderr)
+        return e.code
+    except PermissionError as e:
+        print(f"totalcowctl: {e}", file=sys.stderr)
+        return EX_PERM
+    except OSError as e:
+        print(f"totalcowctl: {e}", file=sys.stderr)
+        return EX_FAIL
+
+
+def valid_name(name):
+    ok = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:+-")
+    return 0 < len(name) <= 64 and name not in (".", "..") and set(name) <= ok

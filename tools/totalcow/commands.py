@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""The template, group and status commands."""
+
+import json
+import os
+import stat
+
+from .btrfs import snapshot_of, subvol_show
+from .config import STATE, SYSFS
+from .dmsetup import device_status
+from .errors import EX_FAIL, EX_NOENT, EX_OK, EX_USAGE, Fail
+from .sysfs import STAGING_SUFFIX, group_write, groups, register, replace, sysfs_write, templates
+from .walker import Walker, devname
+
+
+def state_path(name):
+    return os.path.join(STATE, "templates", name + ".json")
+
+
+def cmd_add(a, refresh=False):
+    rdev = getattr(a, "rdev", None)
+    if not refresh and a.name.endswith(STAGING_SUFFIX):
+        raise Fail(f"template names ending in '{STAGING_SUFFIX}' are reserved for "
+                   "template refresh", EX_USAGE)
+    if a.device:
+        try:
+            st = os.stat(a.device)
+        except OSError as e:
+            raise Fail(f"{a.device}: {e.strerror}", EX_NOENT)
+        if not stat.S_ISBLK(st.st_mode):
+            raise Fail(f"{a.device} is not a block device", EX_USAGE)
+        rdev = st.st_rdev
+    # Symbolic links named on the command line are followed (as find -H
+    # does); those met inside a directory tree are skipped.
+    paths = []
+    for p in a.paths:
+        if not os.path.exists(p):
+            raise Fail(f"{os.path.abspath(p)}: no such file or directory", EX_NOENT)
+        paths.append(os.path.realpath(p))
+    w = Walker(rdev, a.quiet)
+    w.by_tree = not a.fiemap
+    for p in paths:
+        try:
+            w.walk(p)
+        except Fail as e:
+            raise Fail(f"{p}: {e}", e.code)
+    ranges = w.merged()
+    if not ranges:
+        raise Fail("no extents to register (only inline, empty or sparse files?)", EX_FAIL)
+    if a.dry_run:
+        for s, n in ranges:
+            print(s, n)
+        return EX_OK
+    if refresh:
+        replace(a.name, w.rdev, ranges)
+    else:
+        register(a.name, w.rdev, ranges)
+    os.makedirs(os.path.dirname(state_path(a.name)), exist_ok=True)
+    with open(state_path(a.name), "w") as f:
+        json.dump({"device": devname(w.rdev), "paths": paths}, f)
+    sectors = sum(n for _, n in ranges)
+    print(f"template {a.name}: {w.files} files, {len(ranges)} extents, "
+          f"{sectors * 512 / 2**20:.1f} MiB on {devname(w.rdev)}")
+    for what, n in sorted(w.notes.items()):
+        print(f"  {n} {what}")
+    return EX_OK
+
+
+def cmd_refresh(a):
+    try:
+        with open(state_path(a.name)) as f:
+            st = json.load(f)
+    except FileNotFoundError:
+        raise Fail(f"no record of template {a.name} in {STATE}", EX_NOENT)
+    current = {t["name"]: t for t in templates()}
+    if a.name not in current:
+        raise Fail(f"no such template: {a.name}", EX_NOENT)
+    # The device the template was registered on (a multi-device file
+    # system needs it), which must still be the one the kernel has.
+    if st["device"] != current[a.name]["device"]:
+        raise Fail(f"template {a.name} is on {current[a.name]['device']} in the kernel "
+                   f"but was registered on {st['device']}: add it again")
+    a.paths, a.device = st["paths"], None
+    a.rdev = os.makedev(*map(int, st["device"].split(":")))
+    return cmd_add(a, refresh=True)
+
+
+def cmd_del(a):
+    sysfs_write("deregister", a.name + "\n")
+    try:
+        os.unlink(state_path(a.name))
+    except FileNotFoundError:
+        pass
+    return EX_OK
+
+
+def cmd_group_create(a):
+    t = os.path.realpath(a.template)
+    info = subvol_show(t)
+    if "readonly" not in info.get("Flags", ""):
+        raise Fail(f"{t}: not a read-only subvolume "
+                   f"(btrfs property set {t} ro true)", EX_FAIL)
+    group_write("create", f"{a.name} {t}\n")
+    return EX_OK
+
+
+def cmd_group_add(a):
+    base = os.path.join(SYSFS, "groups", a.name, "template")
+    try:
+        with open(base) as f:
+            t = f.read().rstrip("\n")
+    except FileNotFoundError:
+        raise Fail(f"no group '{a.name}'", EX_NOENT)
+    tinfo = subvol_show(t)
+    for m in a.members:
+        m = os.path.realpath(m)
+        if not snapshot_of(subvol_show(m), tinfo):
+            raise Fail(f"{m}: not a snapshot of the template {t}", EX_FAIL)
+        group_write("add", f"{a.name} {m}\n")
+    return EX_OK
+
+
+def cmd_group_del(a):
+    group_write("delete", a.name + "\n")
+    return EX_OK
+
+
+def cmd_group_list(a):
+    gs = groups()
+    if a.json:
+        print(json.dumps(gs, indent=1))
+        return EX_OK
+    for g in gs:
+        s = g["stats"]
+        print(f"{g['name']}\t{g['template']}\t{len(g['members'])} members\t"
+              f"{s['pages_shared'] * 4 / 1024:.1f} MiB shared\t{s['files_bound']} files")
+    return EX_OK
+
+
+def cmd_list(a):
+    ts = templates()
+    if a.json:
+        print(json.dumps(ts, indent=1))
+    else:
+        for t in ts:
+            print(f"{t['name']}\t{t['device']}\t{t['extents']} extents\t"
+                  f"{t['sectors'] * 512 / 2**20:.1f} MiB")
+    return EX_OK
+
+
+def cmd_status(a):
+    devices = device_status()
+    # Without the sysfs layer (the DKMS deployment) there are only the
+    # target's counters: templates are the device's whitelist tags.
+    layer = os.path.isdir(os.path.join(SYSFS, "templates"))
+    status = {"devices": devices, "templates": templates() if layer else [],
+              "groups": groups(), "sysfs": layer}
+    if a.json:
+        print(json.dumps(status, indent=1))
+        return EX_OK
+    if not devices:
+        print("no totalcow devices")
+    for d in devices:
+        look = d["hits"] + d["misses"]
+        print(f"{d['name']}: {d['cached_blocks'] * 4 / 1024:.1f}/"
+              f"{d['capacity_blocks'] * 4 / 1024:.1f} MiB cached, hit rate "
+              f"{(100 * d['hits'] / look) if look else 0:.1f}% ({d['hits']} hits, "
+              f"{d['misses']} misses, {d['waited']} waited for a fill), "
+              f"{d['bypassed']} bypassed, "
+              f"{d['invalidations']} invalidations, {d['templates']} templates")
+    for t in status["templates"]:
+        print(f"  template {t['name']} on {t['device']}: {t['extents']} extents, "
+              f"{t['sectors'] * 512 / 2**20:.1f} MiB")
+    if not layer:
+        print(f"({SYSFS} is absent: dm-totalcow without the sysfs layer, as with DKMS; "
+              "templates are managed with dmsetup messages)")
+    return EX_OK
