@@ -1172,42 +1172,21 @@ static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return len;
 }
 
-/* Alias entries of @mapping now; the RCU section is left between batches. */
-static unsigned long tc_count_aliases(struct address_space *mapping)
-{
-	XA_STATE(xas, &mapping->i_pages, 0);
-	unsigned long n = 0, seen = 0;
-	void *entry;
-
-	rcu_read_lock();
-	xas_for_each(&xas, entry, ULONG_MAX) {
-		if (xas_retry(&xas, entry))
-			continue;
-		if (xa_is_page_alias(entry))
-			n++;
-		if (++seen % XA_CHECK_SCHED)
-			continue;
-		xas_pause(&xas);
-		rcu_read_unlock();
-		cond_resched();
-		rcu_read_lock();
-	}
-	rcu_read_unlock();
-	return n;
-}
-
 /*
- * Pages of bound member files whose slot is an alias now. The walk keeps
- * its place in the group's list with a cursor entry (no mapping), so that
- * it holds tc_files_lock for one step at a time and walks each file with
- * a reference to its inode; tc_groups_lock keeps the unbinding walks,
- * which take the list's first entries, away meanwhile.
+ * Pages of bound member files whose slot is an alias now: the sum of their
+ * mappings' alias counts (mapping_page_aliases(), kept by mm at every store
+ * and removal), so that a read of stats costs O(files), not O(pages). The
+ * walk keeps its place in the group's list with a cursor entry (no
+ * mapping) and holds tc_files_lock for TC_UNBIND_BATCH files at a time;
+ * under it a listed file's inode cannot finish eviction (tc_release()
+ * waits for the lock). tc_groups_lock keeps the unbinding walks, which
+ * take the list's first entries, away meanwhile.
  */
 static unsigned long tc_pages_shared(struct tc_group *g)
 {
 	struct tc_file cursor = { .mapping = NULL }, *tf;
-	struct inode *inode;
 	unsigned long n = 0;
+	unsigned int i = 0;
 
 	mutex_lock(&tc_groups_lock);
 	spin_lock(&tc_files_lock);
@@ -1215,14 +1194,11 @@ static unsigned long tc_pages_shared(struct tc_group *g)
 	while (!list_is_last(&cursor.list, &g->files)) {
 		tf = list_next_entry(&cursor, list);
 		list_move(&cursor.list, &tf->list);
-		if (!tf->mapping)
-			continue;
-		inode = igrab(tf->mapping->host);
-		if (!inode)
+		if (tf->mapping)
+			n += mapping_page_aliases(tf->mapping);
+		if (++i % TC_UNBIND_BATCH)
 			continue;
 		spin_unlock(&tc_files_lock);
-		n += tc_count_aliases(inode->i_mapping);
-		iput(inode);
 		cond_resched();
 		spin_lock(&tc_files_lock);
 	}

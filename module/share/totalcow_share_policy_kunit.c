@@ -5,8 +5,9 @@
  * compare, private skip, pages it must leave alone), what a write does to
  * an alias (tc_broken(): the template's bytes, the private bit, the
  * count), what a read of an alias resolves to (tc_resolve(): only the
- * binding's own aliases, only live template pages), and which slots a
- * member's readahead is asked to fill (tc_mark_empty()).
+ * binding's own aliases, only live template pages), which slots a
+ * member's readahead is asked to fill (tc_mark_empty()), and that each
+ * mapping's alias count follows every store and removal.
  *
  * Included at the end of totalcow-share.c (after totalcow_share_kunit.c)
  * so that the tests reach the policy's static functions. The member and
@@ -435,6 +436,70 @@ static void tc_policy_marks_only_empty_slots(struct kunit *test)
 	folio_put(f6);
 }
 
+/* Alias entries of @mapping, counted the slow way. */
+static unsigned long tc_test_walk_aliases(struct address_space *mapping)
+{
+	unsigned long n = 0, index;
+	void *entry;
+
+	xa_for_each(&mapping->i_pages, index, entry)
+		n += xa_is_page_alias(entry);
+	return n;
+}
+
+#define TC_EXPECT_ALIASES(test, mapping, nr) do {			\
+	KUNIT_EXPECT_EQ(test, tc_test_walk_aliases(mapping), (nr));	\
+	KUNIT_EXPECT_EQ(test, mapping_page_aliases(mapping), (nr));	\
+} while (0)
+
+/*
+ * The mapping's alias count (what stats' pages_shared adds up) follows
+ * every store and removal: the policy's two stores, a folio added over
+ * an alias (a write or a fault), truncation, invalidation (drop_caches,
+ * direct I/O) and the policy's clear. A workingset shadow is no alias.
+ */
+static void tc_policy_counts_every_alias(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct address_space *mapping = t->member->i_mapping;
+	struct folio *tfolio = tc_test_folio(test, t->tmpl, 10, 10);
+	struct folio *mf = tc_test_folio(test, t->member, 10, 10);
+	struct folio *f;
+	pgoff_t i;
+
+	filemap_invalidate_lock_shared(mapping);
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, i,
+							     tc_alias(&t->tf, 0)), 0);
+	/* A refused store counts nothing. */
+	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 7,
+						     tc_alias(&t->tf, 0)), -EEXIST);
+	filemap_invalidate_unlock_shared(mapping);
+	TC_EXPECT_ALIASES(test, mapping, 8UL);
+
+	tc_share_page(&t->tf, mf, tfolio, 10);
+	folio_put(mf);
+	TC_EXPECT_ALIASES(test, mapping, 9UL);
+
+	f = filemap_grab_folio(mapping, 0);	/* a write's folio */
+	KUNIT_ASSERT_FALSE(test, IS_ERR(f));
+	folio_unlock(f);
+	folio_put(f);
+	TC_EXPECT_ALIASES(test, mapping, 8UL);
+
+	truncate_inode_pages_range(mapping, PAGE_SIZE, 3 * PAGE_SIZE - 1);
+	TC_EXPECT_ALIASES(test, mapping, 6UL);
+
+	invalidate_mapping_pages(mapping, 3, 4);
+	TC_EXPECT_ALIASES(test, mapping, 4UL);
+
+	filemap_clear_page_aliases(mapping);
+	TC_EXPECT_ALIASES(test, mapping, 0UL);
+	/* The folio at 0 stays; eviction then checks the count is zero. */
+	KUNIT_EXPECT_EQ(test, mapping->nrpages, 1UL);
+	folio_put(tfolio);
+}
+
 static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_identical_page_becomes_alias),
 	KUNIT_CASE(tc_policy_screens_before_comparing),
@@ -442,6 +507,7 @@ static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_break_copies_the_template),
 	KUNIT_CASE(tc_policy_resolve_own_live_pages_only),
 	KUNIT_CASE(tc_policy_marks_only_empty_slots),
+	KUNIT_CASE(tc_policy_counts_every_alias),
 	{}
 };
 

@@ -6,12 +6,21 @@
 # file is removed and the group is deleted. Clearing a member's aliases,
 # unbinding and the stats read walk in batches (no interrupts-off or
 # spinlocked section proportional to the file or the fleet); the runner
-# fails on any splat. Every byte read is checked against the template.
+# fails on any splat, soft lockups and hung tasks included (thresholds
+# shortened below). Every byte read is checked against the template.
 # Arguments: PAGES MEMBERS FULL.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 pages=${1:-1048576} members=${2:-64} full=${3:-2}
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
+# Detectors armed with short thresholds (the debug kernel has both): a
+# CPU that does not schedule for 6 s, a task blocked for 20 s, is a splat.
+if [ -e /proc/sys/kernel/watchdog_thresh ] && [ -e /proc/sys/kernel/hung_task_timeout_secs ]; then
+	echo 3 > /proc/sys/kernel/watchdog_thresh
+	echo 20 > /proc/sys/kernel/hung_task_timeout_secs
+	echo 5 > /proc/sys/kernel/hung_task_check_interval_secs
+	echo "walks: detectors armed: soft lockup after $((2 * $(cat /proc/sys/kernel/watchdog_thresh))) s, hung task after $(cat /proc/sys/kernel/hung_task_timeout_secs) s"
+fi
 btrfs_mount /dev/ubda $mnt
 btrfs -q subvolume create $mnt/template
 truncate -s $((pages * 4096)) $mnt/template/big
