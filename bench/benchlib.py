@@ -24,6 +24,14 @@ def stat(values):
     return (statistics.median(v), min(v), max(v)) if v else None
 
 
+def slope(xs, ys):
+    """Least-squares slope of ys over xs (NaN if every x is the same)."""
+    xs, ys = list(xs), list(ys)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else float("nan")
+
+
 def git_describe():
     return subprocess.run(["git", "-C", TOP, "describe", "--always", "--dirty"],
                           capture_output=True, text=True).stdout.strip()

@@ -18,6 +18,7 @@
 #include "extent-tree.h"
 #include "extent_map.h"
 #include "ordered-data.h"
+#include "super.h"
 
 #include "totalcow-btrfs.h"
 
@@ -115,6 +116,132 @@ int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl)
 	    !memcmp(parent, received, BTRFS_UUID_SIZE))
 		return 0;
 	return -EXDEV;
+}
+
+/* The id of the subvolume @inode belongs to. */
+u64 tc_btrfs_subvol_id(struct inode *inode)
+{
+	return btrfs_root_id(BTRFS_I(inode)->root);
+}
+
+/*
+ * The id of the subvolume whose UUID is @uuid, from the UUID tree (which
+ * snapshot creation updates in the same transaction). Several subvolumes
+ * with one UUID (possible only by a forged send stream) give the first.
+ */
+static int tc_uuid_subvol(struct btrfs_fs_info *fs_info, const u8 *uuid,
+			  u64 *id)
+{
+	struct btrfs_root *uuid_root = fs_info->uuid_root;
+	struct btrfs_path *path;
+	struct btrfs_key key;
+	__le64 le;
+	int ret;
+
+	if (!uuid_root)
+		return -ENOENT;
+	key.objectid = get_unaligned_le64(uuid);
+	key.type = BTRFS_UUID_KEY_SUBVOL;
+	key.offset = get_unaligned_le64(uuid + sizeof(u64));
+	path = btrfs_alloc_path();
+	if (!path)
+		return -ENOMEM;
+	ret = btrfs_search_slot(NULL, uuid_root, &key, path, 0, 0);
+	if (ret > 0)
+		ret = -ENOENT;
+	if (!ret && btrfs_item_size(path->nodes[0], path->slots[0]) < sizeof(le))
+		ret = -ENOENT;
+	if (!ret) {
+		read_extent_buffer(path->nodes[0], &le,
+				   btrfs_item_ptr_offset(path->nodes[0],
+							 path->slots[0]),
+				   sizeof(le));
+		*id = le64_to_cpu(le);
+	}
+	btrfs_free_path(path);
+	return ret;
+}
+
+/**
+ * tc_btrfs_lineage_hops - how far back @inode's subvolume descends from @tmpl's
+ * @inode: any inode of the subvolume to look at
+ * @tmpl: any inode of the template subvolume
+ * @max_hops: how many snapshots deep to look
+ *
+ * Follows parent UUIDs: 1 if the subvolume is a snapshot of the template
+ * (or of the subvolume the template was received from), 2 if it is a
+ * snapshot of such a snapshot, and so on. Each hop is a lookup in the
+ * UUID tree and in the subvolume roots; a chain that leaves the file
+ * system's subvolumes (a deleted intermediate, a parent on another file
+ * system) ends there.
+ *
+ * Return: the number of hops, -EXDEV if there is no such chain within
+ * @max_hops, or -ENOMEM.
+ */
+int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops)
+{
+	struct btrfs_fs_info *fs_info = inode_to_fs_info(inode);
+	struct btrfs_root *t = BTRFS_I(tmpl)->root, *root;
+	u8 parent[BTRFS_UUID_SIZE], uuid[BTRFS_UUID_SIZE];
+	u8 received[BTRFS_UUID_SIZE];
+	int hop, err = -EXDEV;
+	u64 id;
+
+	if (inode->i_sb != tmpl->i_sb || BTRFS_I(inode)->root == t)
+		return -EXDEV;
+	root = btrfs_grab_root(BTRFS_I(inode)->root);
+	down_read(&fs_info->subvol_sem);
+	memcpy(uuid, t->root_item.uuid, BTRFS_UUID_SIZE);
+	memcpy(received, t->root_item.received_uuid, BTRFS_UUID_SIZE);
+	up_read(&fs_info->subvol_sem);
+	for (hop = 1; hop <= max_hops; hop++) {
+		down_read(&fs_info->subvol_sem);
+		memcpy(parent, root->root_item.parent_uuid, BTRFS_UUID_SIZE);
+		up_read(&fs_info->subvol_sem);
+		btrfs_put_root(root);
+		root = NULL;
+		if (btrfs_is_empty_uuid(parent))
+			break;
+		if (!memcmp(parent, uuid, BTRFS_UUID_SIZE) ||
+		    (!btrfs_is_empty_uuid(received) &&
+		     !memcmp(parent, received, BTRFS_UUID_SIZE)))
+			return hop;
+		if (hop == max_hops)
+			break;
+		err = tc_uuid_subvol(fs_info, parent, &id);
+		if (err) {
+			err = err == -ENOMEM ? err : -EXDEV;
+			break;
+		}
+		root = btrfs_get_fs_root(fs_info, id, true);
+		if (IS_ERR(root)) {
+			err = PTR_ERR(root) == -ENOMEM ? -ENOMEM : -EXDEV;
+			root = NULL;
+			break;
+		}
+		err = -EXDEV;
+	}
+	btrfs_put_root(root);
+	return err;
+}
+
+/* Does subvolume @id of @sb's file system still exist (not deleted)? */
+bool tc_btrfs_subvol_exists(struct super_block *sb, u64 id)
+{
+	struct btrfs_root *root = btrfs_get_fs_root(btrfs_sb(sb), id, true);
+
+	if (IS_ERR(root))
+		return PTR_ERR(root) == -ENOMEM;	/* cannot tell: keep it */
+	btrfs_put_root(root);
+	return true;
+}
+
+/* The path of subvolume @id from the file system's top (kmalloc'd), or NULL. */
+char *tc_btrfs_subvol_name(struct super_block *sb, u64 id)
+{
+	char *name = btrfs_get_subvol_name_from_objectid(btrfs_sb(sb), id);
+
+	return IS_ERR(name) ? NULL : name;
 }
 
 /*

@@ -15,6 +15,10 @@ bool tc_btrfs_is_subvol_root(struct inode *dir);
 int tc_btrfs_hold_readonly(struct inode *dir);
 void tc_btrfs_release_readonly(struct inode *dir);
 int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
+u64 tc_btrfs_subvol_id(struct inode *inode);
+int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops);
+bool tc_btrfs_subvol_exists(struct super_block *sb, u64 id);
+char *tc_btrfs_subvol_name(struct super_block *sb, u64 id);
 unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
 				    pgoff_t index, unsigned long nr,
 				    unsigned long *proven);

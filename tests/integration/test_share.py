@@ -111,6 +111,23 @@ def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template():
     assert re.search(r"^lineage: the origin S: EXDEV$", r.console, re.M), r.explain()
 
 
+def test_descendants_of_an_auto_template_join_at_their_first_read():
+    """With groups/<g>/auto on (`totalcowctl group create --auto`), a
+    snapshot an unprivileged user takes of its own clone (2 hops from the
+    template) joins at its first read and shares the template's pages
+    (page cache +0% of the file); 4 hops join, 5 hops, an unrelated
+    subvolume and a chain through a deleted snapshot do not; a deleted
+    member leaves auto_members; groups/add of an automatic member is
+    refused, groups/remove takes it out; with auto off nothing new joins.
+    Fails on the code before automatic membership (no auto file)."""
+    r = run_vm("tests/guest/share-auto.sh", disks=("1G",))
+    assert r.status == 0, r.explain()
+    m = re.search(r"^auto: the user's 2-hop snapshot read once: page cache \+(\d+)% of the file",
+                  r.console, re.M)
+    assert m and int(m.group(1)) <= 5, r.explain()
+    assert "auto: passed" in r.console, r.explain()
+
+
 @pytest.mark.slow
 def test_sparse_terabyte_template_costs_what_is_read():
     """64 members each read 3 bytes of a sparse 1 TiB template file: the
@@ -153,12 +170,14 @@ def test_member_removal_and_group_delete_walk_in_bounded_batches():
     whole: while readers keep reading, the member that read the whole file
     leaves and the group is deleted; every byte read stays right and the
     debug kernel logs no splat (alias clearing, unbinding, stats and
-    reclassification walk in batches). The issue's size (64 members over
+    reclassification walk in batches), with the soft-lockup (6 s) and
+    hung-task (20 s) detectors armed. The issue's size (64 members over
     1 M pages) takes ~10 minutes: `tests/vm/run -d 2G
     tests/guest/share-walks.sh 1048576 64 2`."""
     r = run_vm("tests/guest/share-walks.sh", "131072", "16", "1", disks=("2G",))
     assert r.status == 0, r.explain()
     assert "walks: bounded, no splat" in r.console, r.explain()
+    assert "walks: detectors armed" in r.console, r.explain()
 
 
 def test_reflink_copies_under_new_names_share_the_templates_pages():

@@ -9,7 +9,8 @@ SYNOPSIS
     totalcowctl template del NAME
     totalcowctl template list [--json]
     totalcowctl template refresh NAME
-    totalcowctl group create NAME TEMPLATE_DIR
+    totalcowctl group create NAME TEMPLATE_DIR [--auto]
+    totalcowctl group auto NAME on|off
     totalcowctl group add NAME MEMBER_DIR...
     totalcowctl group del NAME
     totalcowctl group list [--json]
@@ -75,7 +76,13 @@ DESCRIPTION
     snapshotted from the template (its parent UUID is the template's UUID,
     or, for a template that came from btrfs receive, its received UUID).
     The kernel checks the same lineage itself (EXDEV) and proves or
-    compares content page by page.
+    compares content page by page. With --auto (or group auto NAME on),
+    members join by themselves: any subvolume of the template's file
+    system whose parent UUID chain reaches the template within 4
+    snapshots (a clone, a clone of a clone) is a member from its first
+    read, with no group add, no hook and no privilege in the container;
+    group list counts them, --json lists them (auto_members), and a
+    deleted one leaves the group.
 
     container (LXC, docs/lxc.md) works on containers by name, in LXCPATH
     (default: lxc-config lxc.lxcpath, /var/lib/lxc). container template
@@ -143,8 +150,8 @@ LANGUAGE
 import argparse
 import sys
 
-from .commands import (cmd_add, cmd_del, cmd_group_add, cmd_group_create, cmd_group_del,
-                       cmd_group_list, cmd_list, cmd_refresh, cmd_status)
+from .commands import (cmd_add, cmd_del, cmd_group_add, cmd_group_auto, cmd_group_create,
+                       cmd_group_del, cmd_group_list, cmd_list, cmd_refresh, cmd_status)
 from .errors import EX_FAIL, EX_PERM, EX_USAGE, Fail
 from .lxc import (cmd_container_hook, cmd_container_join, cmd_container_leave, cmd_container_list,
                   cmd_container_template, cmd_container_untemplate)
@@ -197,7 +204,14 @@ def main(argv=None):
     p.add_argument("name", help=HELP_GROUP)
     p.add_argument("template", metavar="TEMPLATE_DIR",
                    help="the template: a read-only btrfs subvolume")
+    p.add_argument("--auto", action="store_true",
+                   help="snapshots of the template (up to 4 deep) join at their first read")
     p.set_defaults(func=cmd_group_create)
+    p = gsub.add_parser("auto", help="turn automatic membership on or off")
+    p.add_argument("name", help=HELP_GROUP)
+    p.add_argument("state", choices=("on", "off"),
+                   help="on: descendants of the template join by themselves; off: no more join")
+    p.set_defaults(func=cmd_group_auto)
     p = gsub.add_parser("add", help="add snapshots of the template to a group")
     p.add_argument("name", help=HELP_GROUP)
     p.add_argument("members", nargs="+", metavar="MEMBER_DIR",

@@ -9,7 +9,8 @@ from .btrfs import snapshot_of, subvol_show
 from .config import STATE, SYSFS
 from .dmsetup import device_status
 from .errors import EX_FAIL, EX_NOENT, EX_OK, EX_USAGE, Fail
-from .sysfs import STAGING_SUFFIX, group_write, groups, register, replace, sysfs_write, templates
+from .sysfs import (STAGING_SUFFIX, group_set_auto, group_write, groups, register, replace,
+                    sysfs_write, templates)
 from .walker import Walker, devname
 
 
@@ -101,6 +102,17 @@ def cmd_group_create(a):
         raise Fail(f"{t}: not a read-only subvolume "
                    f"(btrfs property set {t} ro true)", EX_FAIL)
     group_write("create", f"{a.name} {t}\n")
+    if a.auto:
+        try:
+            group_set_auto(a.name, True)
+        except Fail:
+            group_write("delete", a.name + "\n")  # all or nothing
+            raise
+    return EX_OK
+
+
+def cmd_group_auto(a):
+    group_set_auto(a.name, a.state == "on")
     return EX_OK
 
 
@@ -132,8 +144,10 @@ def cmd_group_list(a):
         return EX_OK
     for g in gs:
         s = g["stats"]
-        print(f"{g['name']}\t{g['template']}\t{len(g['members'])} members\t"
-              f"{s['pages_shared'] * 4 / 1024:.1f} MiB shared\t{s['files_bound']} files")
+        auto = f" + {len(g['auto_members'])} automatic" if g.get("auto_members") else ""
+        print(f"{g['name']}\t{g['template']}\t{len(g['members'])} members{auto}\t"
+              f"{s['pages_shared'] * 4 / 1024:.1f} MiB shared\t{s['files_bound']} files"
+              + ("\tauto" if g.get("auto") else ""))
     return EX_OK
 
 

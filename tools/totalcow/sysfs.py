@@ -143,8 +143,30 @@ def groups():
             members = f.read().split("\n")[:-1]
         with open(os.path.join(d, "stats")) as f:
             stats = {k: int(v) for k, v in (l.split() for l in f)}
-        out.append({"name": name, "template": template, "members": members, "stats": stats})
+        auto, auto_members = False, []
+        if os.path.exists(os.path.join(d, "auto")):  # kernels since automatic membership
+            auto = group_read(name, "auto").strip() == "1"
+            for line in group_read(name, "auto_members").split("\n")[:-1]:
+                subvol, _, path = line.partition(" ")
+                auto_members.append({"subvol": int(subvol), "path": path})
+        out.append({"name": name, "template": template, "members": members, "stats": stats,
+                    "auto": auto, "auto_members": auto_members})
     return out
+
+
+def group_set_auto(name, on):
+    """Turn automatic membership of group `name` on or off."""
+    path = os.path.join(SYSFS, "groups", name, "auto")
+    try:
+        with open(path, "w") as f:
+            f.write("1\n" if on else "0\n")
+    except FileNotFoundError:
+        if not group_exists(name):
+            raise Fail(f"no group '{name}'", EX_NOENT)
+        raise Fail(f"{path} is missing: the kernel predates automatic membership", EX_NOTTC)
+    except OSError as e:
+        code = {errno.EPERM: EX_PERM, errno.EACCES: EX_PERM}.get(e.errno, EX_FAIL)
+        raise Fail(f"groups/{name}/auto: {os.strerror(e.errno)}", code)
 
 
 def group_exists(name):
