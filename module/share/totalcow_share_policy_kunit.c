@@ -447,10 +447,14 @@ static unsigned long tc_test_walk_aliases(struct address_space *mapping)
 	return n;
 }
 
-#define TC_EXPECT_ALIASES(test, mapping, nr) do {			\
-	KUNIT_EXPECT_EQ(test, tc_test_walk_aliases(mapping), (nr));	\
-	KUNIT_EXPECT_EQ(test, mapping_page_aliases(mapping), (nr));	\
-} while (0)
+/* The count mm keeps for @mapping and the walk agree on @nr, after @what. */
+static void tc_expect_aliases(struct kunit *test,
+			      struct address_space *mapping, unsigned long nr,
+			      const char *what)
+{
+	KUNIT_EXPECT_EQ_MSG(test, tc_test_walk_aliases(mapping), nr, "after %s", what);
+	KUNIT_EXPECT_EQ_MSG(test, mapping_page_aliases(mapping), nr, "after %s", what);
+}
 
 /*
  * The mapping's alias count (what stats' pages_shared adds up) follows
@@ -475,26 +479,26 @@ static void tc_policy_counts_every_alias(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 7,
 						     tc_alias(&t->tf, 0)), -EEXIST);
 	filemap_invalidate_unlock_shared(mapping);
-	TC_EXPECT_ALIASES(test, mapping, 8UL);
+	tc_expect_aliases(test, mapping, 8, "8 stores");
 
 	tc_share_page(&t->tf, mf, tfolio, 10);
 	folio_put(mf);
-	TC_EXPECT_ALIASES(test, mapping, 9UL);
+	tc_expect_aliases(test, mapping, 9, "a replaced folio");
 
 	f = filemap_grab_folio(mapping, 0);	/* a write's folio */
 	KUNIT_ASSERT_FALSE(test, IS_ERR(f));
 	folio_unlock(f);
 	folio_put(f);
-	TC_EXPECT_ALIASES(test, mapping, 8UL);
+	tc_expect_aliases(test, mapping, 8, "a folio added over one");
 
 	truncate_inode_pages_range(mapping, PAGE_SIZE, 3 * PAGE_SIZE - 1);
-	TC_EXPECT_ALIASES(test, mapping, 6UL);
+	tc_expect_aliases(test, mapping, 6, "truncation");
 
 	invalidate_mapping_pages(mapping, 3, 4);
-	TC_EXPECT_ALIASES(test, mapping, 4UL);
+	tc_expect_aliases(test, mapping, 4, "invalidation");
 
 	filemap_clear_page_aliases(mapping);
-	TC_EXPECT_ALIASES(test, mapping, 0UL);
+	tc_expect_aliases(test, mapping, 0, "the clear");
 	/* The folio at 0 stays; eviction then checks the count is zero. */
 	KUNIT_EXPECT_EQ(test, mapping->nrpages, 1UL);
 	folio_put(tfolio);
