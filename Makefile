@@ -100,8 +100,8 @@ bench-registration: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	rm -f $(B)/runs/bench-registration/results.jsonl
 	tests/vm/run -q -d 4G -o $(B)/runs/bench-registration bench/scenarios/registration
-	@mkdir -p results && cp $(B)/runs/bench-registration/results.jsonl results/registration.jsonl
-	@cat results/registration.jsonl
+	@mkdir -p bench/results && cp $(B)/runs/bench-registration/results.jsonl bench/results/registration.jsonl
+	@cat bench/results/registration.jsonl
 
 # Paper Fig. 4 (8 x 256 MiB, the design brief's point) and scaling in N
 # (1..64 x 32 MiB), RAM-backed and modelled hard disk; tables and plots.
@@ -134,7 +134,7 @@ bench-fleet: $(KERNEL_BASE)
 	$(PYTHON) bench/fleet
 
 # The design brief's section 7 goals against what the targets above left
-# in results/ (results/goals.md).
+# in bench/results/ (bench/results/goals.md).
 bench-goals:
 	$(PYTHON) bench/goals
 

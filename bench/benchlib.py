@@ -10,7 +10,7 @@ import sys
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(TOP, "results")
+RESULTS = os.path.join(TOP, "bench", "results")  # committed: the evidence
 
 
 def sel(recs, **match):
@@ -57,7 +57,7 @@ def run_meta(name, **fields):
 
 
 def write_results(name, meta, records):
-    """results/NAME.json: {"meta": ..., "records": [...]}; returns its path."""
+    """bench/results/NAME.json: {"meta": ..., "records": [...]}; returns its path."""
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, name + ".json")
     with open(path, "w") as f:
