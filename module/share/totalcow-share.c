@@ -89,6 +89,7 @@ enum tc_stat {
 	TC_MMAPS_PRIVATE,
 	TC_FILES_BOUND_BY_EXTENTS,
 	TC_SHARE_WAIT_NS,
+	TC_MEMBERS_JOINED,
 	TC_NR_STATS
 };
 
@@ -97,15 +98,27 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",
 	"memcmp_mismatches", "compares", "cow_breaks", "share_ns",
 	"mmaps_shared", "mmaps_private", "files_bound_by_extents",
-	"share_wait_ns",
+	"share_wait_ns", "members_joined",
 };
 
+/*
+ * A member subvolume: added by an admin (groups/add), with its root's path
+ * held; or joined by itself (automatic, the group's "auto" file), known by
+ * its subvolume id only, so that it holds no mount busy and no subvolume
+ * from being deleted.
+ */
 struct tc_member {
 	struct list_head list;
 	struct list_head files;	/* its bound tc_files, under tc_files_lock */
-	struct path root;
+	struct path root;	/* groups/add; unset when automatic */
 	u32 dev;		/* st_dev of the subvolume */
+	bool automatic;
+	struct super_block *sb;	/* automatic: the template's */
+	u64 subvol;		/* automatic: its subvolume id */
 };
+
+/* How many snapshots deep an automatic member may descend from the template. */
+#define TC_AUTO_HOPS 4
 
 struct tc_group {
 	struct kobject kobj;
@@ -115,6 +128,7 @@ struct tc_group {
 	u32 tdev;			/* st_dev of the template subvolume */
 	const struct cred *cred;	/* its creator's: bindings look up with it */
 	bool ro_held;			/* tc_btrfs_hold_readonly() on the template */
+	bool auto_join;			/* descendants join at their first read */
 	struct list_head members;	/* tc_member, under tc_groups_lock */
 	struct list_head files;		/* tc_file, under tc_files_lock */
 	atomic_long_t stats[TC_NR_STATS];
@@ -386,14 +400,96 @@ static struct tc_member *tc_find_member(const struct path *path,
 	lockdep_assert_held(&tc_groups_lock);
 	list_for_each_entry(g, &tc_groups, list) {
 		list_for_each_entry(m, &g->members, list) {
-			if (path->mnt->mnt_sb == m->root.dentry->d_sb &&
-			    is_subdir(path->dentry, m->root.dentry)) {
+			if (m->automatic ?
+			    (path->mnt->mnt_sb == m->sb &&
+			     tc_btrfs_subvol_id(d_inode(path->dentry)) == m->subvol) :
+			    (path->mnt->mnt_sb == m->root.dentry->d_sb &&
+			     is_subdir(path->dentry, m->root.dentry))) {
 				*gp = g;
 				return m;
 			}
 		}
 	}
 	return NULL;
+}
+
+/*
+ * The root directory of the subvolume @dentry is in (referenced): the
+ * first subvolume root above it. NULL if its ancestors end first (a
+ * disconnected dentry).
+ */
+static struct dentry *tc_subvol_root(struct dentry *dentry)
+{
+	struct dentry *d = dget(dentry), *parent;
+
+	while (!tc_btrfs_is_subvol_root(d_inode(d))) {
+		if (IS_ROOT(d)) {
+			dput(d);
+			return NULL;
+		}
+		parent = dget_parent(d);
+		dput(d);
+		d = parent;
+	}
+	return d;
+}
+
+/* Drop @g's automatic members whose subvolume is gone, with their files. */
+static void tc_prune_auto(struct tc_group *g)
+{
+	struct tc_member *m, *n;
+
+	lockdep_assert_held(&tc_groups_lock);
+	list_for_each_entry_safe(m, n, &g->members, list) {
+		if (!m->automatic || tc_btrfs_subvol_exists(m->sb, m->subvol))
+			continue;
+		tc_unbind_files(g, m);
+		list_del(&m->list);
+		kfree(m);
+	}
+}
+
+/*
+ * @file is in no member subvolume: does its subvolume descend from the
+ * template of a group with "auto" on, within TC_AUTO_HOPS snapshots? Then
+ * it joins that group as an automatic member, here, at its first read:
+ * no hook, no privilege in the container. Returns the member, with its
+ * group in *@gp, or NULL.
+ */
+static struct tc_member *tc_auto_join(struct file *file, struct tc_group **gp)
+{
+	struct inode *inode = file_inode(file);
+	struct tc_group *g, *best = NULL;
+	int hops, least = TC_AUTO_HOPS + 1;
+	struct tc_member *m;
+
+	lockdep_assert_held(&tc_groups_lock);
+	/* The nearest template, if templates descend from each other. */
+	list_for_each_entry(g, &tc_groups, list) {
+		if (!g->auto_join || inode->i_sb != g->template.dentry->d_sb)
+			continue;
+		hops = tc_btrfs_lineage_hops(inode, d_inode(g->template.dentry),
+					     TC_AUTO_HOPS);
+		if (hops > 0 && hops < least) {
+			least = hops;
+			best = g;
+		}
+	}
+	if (!best)
+		return NULL;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return NULL;
+	INIT_LIST_HEAD(&m->files);
+	m->automatic = true;
+	m->sb = inode->i_sb;
+	m->subvol = tc_btrfs_subvol_id(inode);
+	m->dev = tc_path_dev(&file->f_path);
+	tc_prune_auto(best);
+	list_add_tail(&m->list, &best->members);
+	tc_count(best, TC_MEMBERS_JOINED, 1);
+	*gp = best;
+	return m;
 }
 
 /* @path relative to @root (an ancestor), into @buf; NULL if too long. */
@@ -478,7 +574,16 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 		return -EXDEV;
 	}
 	rbuf = buf + PATH_MAX;
-	rel = tc_relative_path(&file->f_path, &m->root, buf, rbuf);
+	if (m->automatic) {
+		struct path root = { .mnt = file->f_path.mnt };
+
+		root.dentry = tc_subvol_root(file->f_path.dentry);
+		rel = root.dentry ? tc_relative_path(&file->f_path, &root, buf,
+						     rbuf) : NULL;
+		dput(root.dentry);
+	} else {
+		rel = tc_relative_path(&file->f_path, &m->root, buf, rbuf);
+	}
 	err = rel ? vfs_path_lookup(g->template.dentry, g->template.mnt, rel,
 				    LOOKUP_NO_XDEV | LOOKUP_NO_SYMLINKS, tp) :
 		    -ENAMETOOLONG;
@@ -541,6 +646,8 @@ static struct tc_file *tc_file_bind(struct file *file,
 	if (tf)
 		goto unlock;
 	m = tc_find_member(&file->f_path, &g);
+	if (!m)
+		m = tc_auto_join(file, &g);
 	if (!m) {
 		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
 		goto unlock;
@@ -695,6 +802,31 @@ out:
 }
 
 /*
+ * Clear the bits of @slots (slots [@index, @last)) whose template page is
+ * not an uptodate order-0 folio in memory now. One walk under RCU and no
+ * references: a page that goes meanwhile makes an alias that resolves to
+ * nothing (aliases_lost) and is read again, as after reclaim.
+ */
+static void tc_template_live(struct tc_file *tf, pgoff_t index, pgoff_t last,
+			     unsigned long *slots)
+{
+	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
+	DECLARE_BITMAP(live, TC_SHARE_WINDOW);
+	struct folio *folio;
+
+	bitmap_zero(live, last - index);
+	rcu_read_lock();
+	xas_for_each(&xas, folio, last - 1) {
+		if (xas_retry(&xas, folio) || xa_is_value(folio))
+			continue;
+		if (folio_test_uptodate(folio) && !folio_test_large(folio))
+			__set_bit(xas.xa_index - index, live);
+	}
+	rcu_read_unlock();
+	bitmap_and(slots, slots, live, last - index);
+}
+
+/*
  * Lock @tf's member inode against every change of its data that could race
  * a proof: buffered writes, truncate, fallocate, hole punch, reflink and
  * dedupe all hold i_rwsem exclusively in btrfs; only direct I/O writes
@@ -745,8 +877,9 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 {
 	DECLARE_BITMAP(proven, TC_SHARE_WINDOW);
 	struct address_space *mapping = tf->mapping;
-	unsigned long n = 0, bit;
+	unsigned long n = 0;
 	u64 version;
+	long ret;
 
 	if (!tc_proof_lock(tf, &version))
 		return 0;
@@ -754,21 +887,15 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 	if (!tc_btrfs_same_extents(mapping->host, tf->tinode, index,
 				   last - index, proven))
 		goto unlock;
-	for_each_set_bit(bit, proven, last - index) {
-		struct folio *tfolio = tc_template_folio(tf, index + bit);
-		struct tc_sig_pair *sp;
-		u8 th;
-
-		if (!tfolio)
-			continue;
-		/* Proven pages need no chunk: their alias gets what is known. */
-		sp = tc_sigs(tf, index + bit, 0);
-		th = sp ? READ_ONCE(sp->thash) : TC_SIG_UNKNOWN;
-		if (!filemap_add_page_alias(mapping, index + bit,
-					    tc_alias(tf, th & TC_SIG_HASH)))
-			n++;
-		folio_put(tfolio);
-	}
+	/*
+	 * Only where the template's page is in memory now, so that the
+	 * alias resolves; all in one hold of the i_pages lock. Proven pages
+	 * need no signature chunk: their alias carries no hash.
+	 */
+	tc_template_live(tf, index, last, proven);
+	ret = filemap_add_page_aliases(mapping, index, last - index, proven,
+				       tc_alias(tf, TC_SIG_HASH));
+	n = ret > 0 ? ret : 0;
 	if (n && (tc_proof_changed(tf, version) || tc_alias_fence(tf))) {
 		filemap_clear_page_aliases(mapping);
 		n = 0;
@@ -1162,8 +1289,11 @@ static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
 		return -ENOMEM;
 	mutex_lock(&tc_groups_lock);
 	list_for_each_entry(m, &g->members, list) {
-		char *p = d_path(&m->root, tmp, PAGE_SIZE);
+		char *p;
 
+		if (m->automatic)
+			continue;	/* listed in auto_members */
+		p = d_path(&m->root, tmp, PAGE_SIZE);
 		if (!IS_ERR(p))
 			len += sysfs_emit_at(buf, len, "%s\n", p);
 	}
@@ -1227,13 +1357,83 @@ static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return len;
 }
 
+/*
+ * "<subvolume id> <path from the file system's top>" per automatic member;
+ * those whose subvolume was deleted leave the group first.
+ */
+static ssize_t auto_members_show(struct kobject *kobj,
+				 struct kobj_attribute *attr, char *buf)
+{
+	struct tc_group *g = to_group(kobj);
+	struct tc_member *m;
+	int len = 0;
+
+	mutex_lock(&tc_groups_lock);
+	tc_prune_auto(g);
+	list_for_each_entry(m, &g->members, list) {
+		char *name;
+
+		if (!m->automatic)
+			continue;
+		name = tc_btrfs_subvol_name(m->sb, m->subvol);
+		len += sysfs_emit_at(buf, len, "%llu %s\n", m->subvol,
+				     name ?: "?");
+		kfree(name);
+	}
+	mutex_unlock(&tc_groups_lock);
+	return len;
+}
+
+static ssize_t auto_show(struct kobject *kobj, struct kobj_attribute *attr,
+			 char *buf)
+{
+	return sysfs_emit(buf, "%d\n", READ_ONCE(to_group(kobj)->auto_join));
+}
+
+/*
+ * "1": every subvolume of the template's file system that descends from
+ * the template (parent UUIDs, at most TC_AUTO_HOPS snapshots deep) joins
+ * the group at its first read. "0": no more join; those that did stay.
+ */
+static ssize_t auto_store(struct kobject *kobj, struct kobj_attribute *attr,
+			  const char *buf, size_t count)
+{
+	struct tc_group *g = to_group(kobj);
+	bool on;
+	int err;
+
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	err = kstrtobool(buf, &on);
+	if (err) {
+		pr_warn("totalcow: groups/%s/auto: want 0 or 1\n", g->name);
+		return err;
+	}
+	mutex_lock(&tc_groups_lock);
+	/* Files read before, refused then, are asked again. */
+	if (on && !g->auto_join)
+		tc_reclassify(g->template.dentry->d_sb);
+	WRITE_ONCE(g->auto_join, on);
+	mutex_unlock(&tc_groups_lock);
+	return count;
+}
+
 static struct kobj_attribute template_attr = __ATTR_RO_MODE(template, 0400);
+static struct kobj_attribute auto_members_attr = __ATTR_RO_MODE(auto_members, 0400);
+/* "auto" is a macro in the kernel (__auto_type): the name is spelled out. */
+static struct kobj_attribute auto_attr = {
+	.attr = { .name = "auto", .mode = 0600 },
+	.show = auto_show,
+	.store = auto_store,
+};
 static struct kobj_attribute members_attr = __ATTR_RO_MODE(members, 0400);
 static struct kobj_attribute stats_attr = __ATTR_RO_MODE(stats, 0400);
 
 static struct attribute *tc_group_attrs[] = {
 	&template_attr.attr,
 	&members_attr.attr,
+	&auto_members_attr.attr,
+	&auto_attr.attr,
 	&stats_attr.attr,
 	NULL,
 };
@@ -1245,7 +1445,8 @@ static void tc_group_release(struct kobject *kobj)
 	struct tc_member *m, *n;
 
 	list_for_each_entry_safe(m, n, &g->members, list) {
-		path_put(&m->root);
+		if (!m->automatic)
+			path_put(&m->root);
 		kfree(m);
 	}
 	if (g->ro_held)
@@ -1392,11 +1593,30 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 	return err ?: count;
 }
 
+/*
+ * @m, added by an admin, takes the place of @am, the same subvolume's
+ * automatic member of the same group, with its bound files: an LXC hook
+ * or `totalcowctl group add` for a clone that joined by itself succeeds.
+ */
+static void tc_member_adopt(struct tc_member *m, struct tc_member *am)
+{
+	struct tc_file *tf;
+
+	lockdep_assert_held(&tc_groups_lock);
+	spin_lock(&tc_files_lock);
+	list_for_each_entry(tf, &am->files, mlist)
+		tf->member = m;
+	list_splice_init(&am->files, &m->files);
+	list_replace(&am->list, &m->list);
+	spin_unlock(&tc_files_lock);
+	kfree(am);
+}
+
 static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 			 const char *buf, size_t count)
 {
 	char name[TC_TAG_MAX + 1], *dir = NULL;
-	struct tc_member *m;
+	struct tc_member *m, *om;
 	struct tc_group *g, *og;
 	int err;
 
@@ -1439,7 +1659,11 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 		pr_warn("totalcow: groups/add %s: %s is not a snapshot of the template\n",
 			name, dir);
 		err = -EXDEV;
-	} else if (tc_find_member(&m->root, &og)) {
+	} else if ((om = tc_find_member(&m->root, &og)) && og == g &&
+		   om->automatic) {
+		tc_member_adopt(m, om);
+		m = NULL;
+	} else if (om) {
 		pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
 			name, dir, og->name);
 		err = -EEXIST;
@@ -1489,7 +1713,10 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 		goto unlock;
 	}
 	list_for_each_entry(m, &g->members, list) {
-		if (path_equal(&m->root, &p)) {
+		if (m->automatic ? p.dentry->d_sb == m->sb &&
+		    tc_btrfs_is_subvol_root(d_inode(p.dentry)) &&
+		    tc_btrfs_subvol_id(d_inode(p.dentry)) == m->subvol :
+		    path_equal(&m->root, &p)) {
 			found = m;
 			break;
 		}
@@ -1503,13 +1730,14 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 	tc_unbind_files(g, found);
 	list_del(&found->list);
 	/* Its files that were refused may belong to no group now. */
-	tc_reclassify(found->root.dentry->d_sb);
+	tc_reclassify(p.dentry->d_sb);
 unlock:
 	mutex_unlock(&tc_groups_lock);
 	path_put(&p);
 	kfree(dir);
 	if (found) {
-		path_put(&found->root);
+		if (!found->automatic)
+			path_put(&found->root);
 		kfree(found);
 	}
 	return err ?: count;

@@ -504,6 +504,58 @@ static void tc_policy_counts_every_alias(struct kunit *test)
 	folio_put(tfolio);
 }
 
+/*
+ * A proven run is aliased in one call: the empty slots the bitmap selects
+ * get the entry, a folio or an alias already there is left alone, the
+ * count follows; only slots whose template page is uptodate in memory
+ * are selected (tc_template_live()).
+ */
+static void tc_policy_aliases_a_proven_run(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct address_space *mapping = t->member->i_mapping;
+	struct folio *f3 = tc_test_folio(test, t->member, 3, 3);
+	struct folio *t1 = tc_test_folio(test, t->tmpl, 1, 1);
+	struct folio *t2 = tc_test_folio(test, t->tmpl, 2, 2);
+	struct folio *t4 = filemap_grab_folio(t->tmpl->i_mapping, 4);
+	DECLARE_BITMAP(slots, TC_TEST_PAGES);
+	void *entry = tc_alias(&t->tf, TC_SIG_HASH);
+	unsigned long i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t4));
+	folio_unlock(t4);	/* being read: not uptodate */
+	filemap_invalidate_lock_shared(mapping);
+	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 5, entry), 0);
+	bitmap_zero(slots, TC_TEST_PAGES);
+	for (i = 0; i < 10; i++)
+		if (i != 4 && i != 6 && i != 8)
+			__set_bit(i, slots);
+	KUNIT_EXPECT_EQ(test, filemap_add_page_aliases(mapping, 0, 10, slots,
+						       entry), 5L);
+	filemap_invalidate_unlock_shared(mapping);
+	for (i = 0; i < 10; i++) {
+		void *slot = tc_test_slot(t->member, i);
+
+		if (i == 3)
+			KUNIT_EXPECT_PTR_EQ(test, slot, (void *)f3);
+		else if (i == 4 || i == 6 || i == 8)
+			KUNIT_EXPECT_NULL_MSG(test, slot, "slot %lu", i);
+		else
+			KUNIT_EXPECT_PTR_EQ_MSG(test, slot, entry, "slot %lu", i);
+	}
+	tc_expect_aliases(test, mapping, 6, "a run of 5 and one alone");
+
+	bitmap_fill(slots, 8);
+	tc_template_live(&t->tf, 0, 8, slots);
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_EQ_MSG(test, (bool)test_bit(i, slots), i == 1 || i == 2,
+				    "slot %lu", i);
+	folio_put(f3);
+	folio_put(t1);
+	folio_put(t2);
+	folio_put(t4);
+}
+
 static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_identical_page_becomes_alias),
 	KUNIT_CASE(tc_policy_screens_before_comparing),
@@ -512,6 +564,7 @@ static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_resolve_own_live_pages_only),
 	KUNIT_CASE(tc_policy_marks_only_empty_slots),
 	KUNIT_CASE(tc_policy_counts_every_alias),
+	KUNIT_CASE(tc_policy_aliases_a_proven_run),
 	{}
 };
 

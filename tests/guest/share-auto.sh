@@ -6,7 +6,8 @@
 # reads it: it shares the template's pages. Five hops, an unrelated
 # subvolume and a chain through a deleted snapshot do not join; a deleted
 # member leaves auto_members; with auto off nothing new joins; groups/add
-# of an automatic member is EEXIST and groups/remove takes it out. Every
+# of an automatic member makes it an added one, groups/remove takes one
+# out. Every
 # byte read is compared with what was written, writes stay private.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 groups=/sys/kernel/mm/totalcow/groups
@@ -79,8 +80,21 @@ cat $mnt/U/f > /dev/null
 if auto_has /U; then die "an unrelated subvolume joined"; fi
 echo "auto: 4 hops join, 5 hops and an unrelated subvolume do not"
 
-# groups/add of an automatic member: EEXIST; groups/remove takes it out.
-if echo "g $mnt/home/C1" > $groups/add 2>/dev/null; then die "groups/add of an automatic member"; fi
+# groups/add of an automatic member makes it an added one (an LXC hook
+# for a clone that joined by itself succeeds), its files still bound;
+# groups/remove takes an automatic member out.
+cat $mnt/home/C1/d/f > /dev/null	# bound, to the automatic member
+auto_has /home/C1 || die "C1 is not automatic before the add"
+echo "g $mnt/home/C1" > $groups/add || die "groups/add of an automatic member"
+[ "$(cat $groups/g/members)" = "$mnt/home/C1" ] || die "members after adopting C1: $(cat $groups/g/members)"
+if auto_has /home/C1; then die "C1 is both added and automatic"; fi
+# Its bound file went with it: removing the added member unbinds it.
+echo "g $mnt/home/C1" > $groups/remove || die "groups/remove of the adopted C1"
+[ -z "$(cat $groups/g/members)" ] || die "C1 still a member after groups/remove"
+drop_caches
+[ "$(dd if=$mnt/home/C1/d/f bs=1 skip=4096 count=4 status=none)" = mine ] || die "C1 lost its write"
+auto_has /home/C1 || die "C1 did not join again at its next read (auto is on)"
+echo "g $mnt/home/C1" > $groups/add || die "groups/add of C1 again"
 echo "g $mnt/home/C4" > $groups/remove || die "groups/remove of an automatic member"
 if auto_has /home/C4; then die "C4 still listed after groups/remove"; fi
 
@@ -101,11 +115,11 @@ btrfs -q subvolume snapshot $mnt/T $mnt/home/E
 sync
 reads_right $mnt/home/E/d/f
 if auto_has /home/E; then die "E joined with auto off"; fi
-auto_has /home/C1 || die "C1 left when auto went off"
+grep -qx "$mnt/home/C1" $groups/g/members || die "C1 left when auto went off"
 "$TOTALCOW_TOP/tools/totalcowctl" group list --json | python3 -c '
 import json, sys
 g = [g for g in json.load(sys.stdin) if g["name"] == "g"][0]
-assert not g["auto"] and [m["path"] for m in g["auto_members"]] == ["/home/C1"], g
+assert not g["auto"] and g["auto_members"] == [] and g["members"] == ["/mnt/btrfs/home/C1"], g
 ' || die "totalcowctl group list --json disagrees with auto_members"
 echo "auto: members_joined $(stat_of members_joined), auto_members: $(awk '{ print $2 }' $groups/g/auto_members | tr '\n' ' ')"
 echo g > $groups/delete || die "groups/delete"

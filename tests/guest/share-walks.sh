@@ -13,14 +13,6 @@
 pages=${1:-1048576} members=${2:-64} full=${3:-2}
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-# Detectors armed with short thresholds (the debug kernel has both): a
-# CPU that does not schedule for 6 s, a task blocked for 20 s, is a splat.
-if [ -e /proc/sys/kernel/watchdog_thresh ] && [ -e /proc/sys/kernel/hung_task_timeout_secs ]; then
-	echo 3 > /proc/sys/kernel/watchdog_thresh
-	echo 20 > /proc/sys/kernel/hung_task_timeout_secs
-	echo 5 > /proc/sys/kernel/hung_task_check_interval_secs
-	echo "walks: detectors armed: soft lockup after $((2 * $(cat /proc/sys/kernel/watchdog_thresh))) s, hung task after $(cat /proc/sys/kernel/hung_task_timeout_secs) s"
-fi
 btrfs_mount /dev/ubda $mnt
 btrfs -q subvolume create $mnt/template
 truncate -s $((pages * 4096)) $mnt/template/big
@@ -36,6 +28,17 @@ for i in $(seq 1 "$members"); do echo "g $mnt/m$i" > $groups/add || die "groups/
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/g/stats; }
 want=$(sha256sum < $mnt/template/big | cut -d' ' -f1)
 
+# Detectors armed with short thresholds (the debug kernel has both) from
+# here on, for the reads, the stats read, the removal and the delete: a
+# CPU that does not schedule for 6 s, a task blocked for 20 s, is a splat.
+# Not during the setup: mkfs.btrfs discards the whole disk image in one
+# host call, which stalls UML's only CPU for seconds on a busy host.
+if [ -e /proc/sys/kernel/watchdog_thresh ] && [ -e /proc/sys/kernel/hung_task_timeout_secs ]; then
+	echo 3 > /proc/sys/kernel/watchdog_thresh
+	echo 20 > /proc/sys/kernel/hung_task_timeout_secs
+	echo 5 > /proc/sys/kernel/hung_task_check_interval_secs
+	echo "walks: detectors armed: soft lockup after $((2 * $(cat /proc/sys/kernel/watchdog_thresh))) s, hung task after $(cat /proc/sys/kernel/hung_task_timeout_secs) s"
+fi
 # FULL members read the whole file; the others their first MiB.
 for i in $(seq 1 "$full"); do
 	[ "$(sha256sum < $mnt/m$i/big | cut -d' ' -f1)" = "$want" ] || die "m$i read wrong"
