@@ -953,6 +953,34 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 	rcu_read_unlock();
 }
 
+/*
+ * Is every page of the template's [@index, @last) uptodate in memory? One
+ * walk under RCU, no references: for the members after the first, which
+ * find the template's window read already, it replaces a readahead call
+ * that looks up every slot from the root and a wait that takes and drops
+ * a reference to every folio. A large folio answers no (the slow path
+ * handles it).
+ */
+static bool tc_template_cached(struct tc_file *tf, pgoff_t index,
+			       pgoff_t last)
+{
+	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
+	struct folio *folio;
+	unsigned long n = 0;
+
+	rcu_read_lock();
+	xas_for_each(&xas, folio, last - 1) {
+		if (xas_retry(&xas, folio))
+			continue;
+		if (xa_is_value(folio) || folio_test_large(folio) ||
+		    !folio_test_uptodate(folio))
+			break;
+		n++;
+	}
+	rcu_read_unlock();
+	return n == last - index;
+}
+
 /* Wait until the template's folios in [@index, @last) are read. */
 static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 			     pgoff_t last)
@@ -1001,15 +1029,17 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, index);
 		DEFINE_READAHEAD(mractl, file, &ra, mapping, index);
 
-		page_cache_ra_unbounded(&tractl, last - index, 0);
 		/*
 		 * The member's blocks are the template's: read them once the
 		 * template's reads are done, so that layer 1 serves them from
 		 * memory instead of missing on fills still in flight.
 		 */
-		waited -= local_clock();
-		tc_wait_template(tmapping, index, last);
-		waited += local_clock();
+		if (!tc_template_cached(tf, index, last)) {
+			page_cache_ra_unbounded(&tractl, last - index, 0);
+			waited -= local_clock();
+			tc_wait_template(tmapping, index, last);
+			waited += local_clock();
+		}
 		/* What the extents prove needs no read; the rest is compared. */
 		tc_alias_proven(tf, index, last);
 		tc_mark_empty(mapping, index, last, fresh);
