@@ -477,7 +477,8 @@ static struct tc_member *tc_auto_join(struct file *file, struct tc_group **gp)
 	}
 	if (!best)
 		return NULL;
-	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	/* Charged to the reader: anyone may make snapshots that join. */
+	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
 	if (!m)
 		return NULL;
 	INIT_LIST_HEAD(&m->files);
