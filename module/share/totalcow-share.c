@@ -803,28 +803,33 @@ out:
 }
 
 /*
- * Clear the bits of @slots (slots [@index, @last)) whose template page is
- * not an uptodate order-0 folio in memory now. One walk under RCU and no
- * references: a page that goes meanwhile makes an alias that resolves to
- * nothing (aliases_lost) and is read again, as after reclaim.
+ * Set the bits of @live (slots [@index, @last)) whose template page is an
+ * uptodate order-0 folio in memory now, and say whether all are. One walk
+ * under RCU and no references: a page that goes meanwhile makes an alias
+ * that resolves to nothing (aliases_lost) and is read again, as after
+ * reclaim. For the members after the first, which find the template's
+ * window read already, it stands in for a readahead call that looks up
+ * every slot from the root and a wait that references every folio.
  */
-static void tc_template_live(struct tc_file *tf, pgoff_t index, pgoff_t last,
-			     unsigned long *slots)
+static bool tc_template_live(struct tc_file *tf, pgoff_t index, pgoff_t last,
+			     unsigned long *live)
 {
 	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
-	DECLARE_BITMAP(live, TC_SHARE_WINDOW);
 	struct folio *folio;
+	unsigned long n = 0;
 
 	bitmap_zero(live, last - index);
 	rcu_read_lock();
 	xas_for_each(&xas, folio, last - 1) {
 		if (xas_retry(&xas, folio) || xa_is_value(folio))
 			continue;
-		if (folio_test_uptodate(folio) && !folio_test_large(folio))
+		if (folio_test_uptodate(folio) && !folio_test_large(folio)) {
 			__set_bit(xas.xa_index - index, live);
+			n++;
+		}
 	}
 	rcu_read_unlock();
-	bitmap_and(slots, slots, live, last - index);
+	return n == last - index;
 }
 
 /*
@@ -874,7 +879,7 @@ static bool tc_proof_changed(struct tc_file *tf, u64 version)
  * Return: the number of aliases installed.
  */
 static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
-				     pgoff_t last)
+				     pgoff_t last, const unsigned long *live)
 {
 	DECLARE_BITMAP(proven, TC_SHARE_WINDOW);
 	struct address_space *mapping = tf->mapping;
@@ -893,7 +898,7 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 	 * alias resolves; all in one hold of the i_pages lock. Proven pages
 	 * need no signature chunk: their alias carries no hash.
 	 */
-	tc_template_live(tf, index, last, proven);
+	bitmap_and(proven, proven, live, last - index);
 	ret = filemap_add_page_aliases(mapping, index, last - index, proven,
 				       tc_alias(tf, TC_SIG_HASH));
 	n = ret > 0 ? ret : 0;
@@ -954,34 +959,6 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 	rcu_read_unlock();
 }
 
-/*
- * Is every page of the template's [@index, @last) uptodate in memory? One
- * walk under RCU, no references: for the members after the first, which
- * find the template's window read already, it replaces a readahead call
- * that looks up every slot from the root and a wait that takes and drops
- * a reference to every folio. A large folio answers no (the slow path
- * handles it).
- */
-static bool tc_template_cached(struct tc_file *tf, pgoff_t index,
-			       pgoff_t last)
-{
-	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
-	struct folio *folio;
-	unsigned long n = 0;
-
-	rcu_read_lock();
-	xas_for_each(&xas, folio, last - 1) {
-		if (xas_retry(&xas, folio))
-			continue;
-		if (xa_is_value(folio) || folio_test_large(folio) ||
-		    !folio_test_uptodate(folio))
-			break;
-		n++;
-	}
-	rcu_read_unlock();
-	return n == last - index;
-}
-
 /* Wait until the template's folios in [@index, @last) are read. */
 static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 			     pgoff_t last)
@@ -1003,6 +980,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)
 {
 	DECLARE_BITMAP(fresh, TC_SHARE_WINDOW);
+	DECLARE_BITMAP(live, TC_SHARE_WINDOW);
 	struct file_ra_state ra = { };
 	struct address_space *tmapping;
 	struct tc_file *tf;
@@ -1035,14 +1013,15 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * template's reads are done, so that layer 1 serves them from
 		 * memory instead of missing on fills still in flight.
 		 */
-		if (!tc_template_cached(tf, index, last)) {
+		if (!tc_template_live(tf, index, last, live)) {
 			page_cache_ra_unbounded(&tractl, last - index, 0);
 			waited -= local_clock();
 			tc_wait_template(tmapping, index, last);
 			waited += local_clock();
+			tc_template_live(tf, index, last, live);
 		}
 		/* What the extents prove needs no read; the rest is compared. */
-		tc_alias_proven(tf, index, last);
+		tc_alias_proven(tf, index, last, live);
 		tc_mark_empty(mapping, index, last, fresh);
 		if (bitmap_empty(fresh, last - index))
 			goto out;
@@ -1451,14 +1430,15 @@ static ssize_t auto_store(struct kobject *kobj, struct kobj_attribute *attr,
 
 static struct kobj_attribute template_attr = __ATTR_RO_MODE(template, 0400);
 static struct kobj_attribute auto_members_attr = __ATTR_RO_MODE(auto_members, 0400);
+static struct kobj_attribute members_attr = __ATTR_RO_MODE(members, 0400);
+static struct kobj_attribute stats_attr = __ATTR_RO_MODE(stats, 0400);
+
 /* "auto" is a macro in the kernel (__auto_type): the name is spelled out. */
 static struct kobj_attribute auto_attr = {
 	.attr = { .name = "auto", .mode = 0600 },
 	.show = auto_show,
 	.store = auto_store,
 };
-static struct kobj_attribute members_attr = __ATTR_RO_MODE(members, 0400);
-static struct kobj_attribute stats_attr = __ATTR_RO_MODE(stats, 0400);
 
 static struct attribute *tc_group_attrs[] = {
 	&template_attr.attr,
@@ -1690,18 +1670,20 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 		pr_warn("totalcow: groups/add %s: %s is not a snapshot of the template\n",
 			name, dir);
 		err = -EXDEV;
-	} else if ((om = tc_find_member(&m->root, &og)) && og == g &&
-		   om->automatic) {
-		tc_member_adopt(m, om);
-		m = NULL;
-	} else if (om) {
-		pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
-			name, dir, og->name);
-		err = -EEXIST;
 	} else {
-		list_add_tail(&m->list, &g->members);
-		tc_reclassify(m->root.dentry->d_sb);
-		m = NULL;
+		om = tc_find_member(&m->root, &og);
+		if (om && og == g && om->automatic) {
+			tc_member_adopt(m, om);
+			m = NULL;
+		} else if (om) {
+			pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
+				name, dir, og->name);
+			err = -EEXIST;
+		} else {
+			list_add_tail(&m->list, &g->members);
+			tc_reclassify(m->root.dentry->d_sb);
+			m = NULL;
+		}
 	}
 	mutex_unlock(&tc_groups_lock);
 	kfree(dir);

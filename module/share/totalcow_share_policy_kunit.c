@@ -507,8 +507,8 @@ static void tc_policy_counts_every_alias(struct kunit *test)
 /*
  * A proven run is aliased in one call: the empty slots the bitmap selects
  * get the entry, a folio or an alias already there is left alone, the
- * count follows; only slots whose template page is uptodate in memory
- * are selected (tc_template_live()).
+ * count follows; tc_template_live() finds the slots whose template page
+ * is uptodate in memory, and says whether all of a window's are.
  */
 static void tc_policy_aliases_a_proven_run(struct kunit *test)
 {
@@ -545,11 +545,12 @@ static void tc_policy_aliases_a_proven_run(struct kunit *test)
 	}
 	tc_expect_aliases(test, mapping, 6, "a run of 5 and one alone");
 
-	bitmap_fill(slots, 8);
-	tc_template_live(&t->tf, 0, 8, slots);
+	KUNIT_EXPECT_FALSE(test, tc_template_live(&t->tf, 0, 8, slots));
 	for (i = 0; i < 8; i++)
 		KUNIT_EXPECT_EQ_MSG(test, (bool)test_bit(i, slots), i == 1 || i == 2,
 				    "slot %lu", i);
+	/* A window of uptodate pages only: all live. */
+	KUNIT_EXPECT_TRUE(test, tc_template_live(&t->tf, 1, 3, slots));
 	folio_put(f3);
 	folio_put(t1);
 	folio_put(t2);
