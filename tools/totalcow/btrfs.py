@@ -155,9 +155,9 @@ BTRFS_ROOT_SUBVOL_RDONLY = 1
 def subvol_show(path):
     """Facts of the subvolume whose root directory is @path, from
     BTRFS_IOC_GET_SUBVOL_INFO (any user may ask; the kernel's own root
-    item, not `btrfs subvolume show`'s text): {'UUID', 'Parent UUID',
+    item, not `btrfs subvolume show`'s text): {'ID', 'UUID', 'Parent UUID',
     'Received UUID', 'Flags'}, spelled as btrfs-progs prints them ("-" for
-    none, "readonly")."""
+    none, "readonly"; the ID as an int)."""
     if not os.path.isdir(path):
         raise Fail(f"{path}: not a directory", EX_NOENT)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -171,6 +171,7 @@ def subvol_show(path):
             raise Fail(f"{path}: not a btrfs subvolume (a directory inside one)", EX_NOTTC)
     finally:
         os.close(fd)
+    (treeid,) = struct.unpack_from("=Q", buf, 0)
     (flags,) = struct.unpack_from("=Q", buf, 288)
 
     def spell(off):
@@ -179,8 +180,23 @@ def subvol_show(path):
             return "-"
         h = raw.hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-    return {"UUID": spell(296), "Parent UUID": spell(312), "Received UUID": spell(328),
-            "Flags": "readonly" if flags & BTRFS_ROOT_SUBVOL_RDONLY else "-"}
+    return {"ID": treeid, "UUID": spell(296), "Parent UUID": spell(312),
+            "Received UUID": spell(328), "Flags": "readonly" if flags & BTRFS_ROOT_SUBVOL_RDONLY else "-"}
+
+
+def fs_uuid(path):
+    """The UUID (fsid) of the btrfs file system that holds @path: subvolume
+    ids are unique only within one file system."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        buf = bytearray(1024)
+        try:
+            fcntl.ioctl(fd, BTRFS_IOC_FS_INFO, buf)
+        except OSError as e:
+            raise Fail(f"{path}: not on btrfs ({os.strerror(e.errno)})", EX_NOTTC)
+    finally:
+        os.close(fd)
+    return bytes(buf[16:32]).hex()
 
 
 def snapshot_of(minfo, tinfo):

@@ -14,10 +14,11 @@ SYNOPSIS
     totalcowctl group add NAME MEMBER_DIR...
     totalcowctl group del NAME
     totalcowctl group list [--json]
-    totalcowctl container template NAME [-P LXCPATH] [--no-dm] [--no-hooks]
+    totalcowctl container template NAME [-P LXCPATH] [--auto] [--no-dm] [--no-hooks]
     totalcowctl container untemplate NAME [-P LXCPATH]
     totalcowctl container join|leave NAME [-P LXCPATH]
     totalcowctl container list [--json]
+    totalcowctl container restore
     totalcowctl container hook NAME lxc clone|pre-start|destroy
     totalcowctl status [--json]
 
@@ -107,6 +108,13 @@ DESCRIPTION
     A hook never makes LXC fail: a clone of a container that is not a
     registered template, or one that cannot join (no TotalCOW kernel), runs
     as a plain LXC container, with the reason on stderr (LXC's log).
+    With --auto the template's group has automatic membership (as group
+    auto): every clone joins at its first read, hooks or not. An
+    unprivileged container (one with lxc.idmap in its config, whose hooks
+    run in a user namespace without the privilege to join) always gets
+    --auto and no hooks. restore recreates the groups and dm registrations
+    of every recorded template, which the kernel keeps in memory only: run
+    it at boot where no pre-start hook does (unprivileged fleets).
     join and leave do by hand what the hooks do; untemplate undoes
     template (the subvolume stays read-only). leave writes groups/remove;
     on a kernel without it, leave deletes the group and creates it again
@@ -125,6 +133,7 @@ OPTIONS
     --no-dm        (container template) page-cache sharing only
     --no-hooks     (container template) leave the container's config alone
                    (hooks set elsewhere, e.g. /etc/lxc/default.conf)
+    --auto         (group create, container template) automatic membership
 
 EXIT STATUS
     0  success
@@ -154,7 +163,7 @@ from .commands import (cmd_add, cmd_del, cmd_group_add, cmd_group_auto, cmd_grou
                        cmd_group_del, cmd_group_list, cmd_list, cmd_refresh, cmd_status)
 from .errors import EX_FAIL, EX_PERM, EX_USAGE, Fail
 from .lxc import (cmd_container_hook, cmd_container_join, cmd_container_leave, cmd_container_list,
-                  cmd_container_template, cmd_container_untemplate)
+                  cmd_container_restore, cmd_container_template, cmd_container_untemplate)
 
 
 class Parser(argparse.ArgumentParser):
@@ -233,6 +242,8 @@ def main(argv=None):
     p.add_argument("-P", "--lxcpath", help=HELP_LXCPATH)
     p.add_argument("--no-dm", action="store_true", help="page-cache sharing only")
     p.add_argument("--no-hooks", action="store_true", help="do not edit its config")
+    p.add_argument("--auto", action="store_true",
+                   help="clones join at their first read, hooks or not (group auto)")
     p.set_defaults(func=cmd_container_template)
     p = csub.add_parser("untemplate", help="undo container template")
     p.add_argument("name", help="the template container")
@@ -247,6 +258,8 @@ def main(argv=None):
     p = csub.add_parser("list", help="container templates, their groups and members")
     p.add_argument("--json", action="store_true", help=HELP_JSON)
     p.set_defaults(func=cmd_container_list)
+    p = csub.add_parser("restore", help="recreate recorded templates' groups (at boot)")
+    p.set_defaults(func=cmd_container_restore)
     p = csub.add_parser("hook", help="LXC hook entry point (lxc.hook.clone, pre-start, destroy)")
     p.add_argument("name", help="the container (LXC passes it)")
     p.add_argument("section", help="the config section (LXC passes 'lxc')")

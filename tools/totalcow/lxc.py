@@ -15,8 +15,8 @@ from .btrfs import run_btrfs, subvol_show
 from .commands import cmd_add, state_path
 from .config import STATE, SYSFS
 from .errors import EX_BUSY, EX_NOENT, EX_NOTTC, EX_OK, EX_PERM, EX_USAGE, Fail
-from .sysfs import (dm_template_exists, group_exists, group_members, group_of_member, group_read,
-                    group_write, sysfs_write)
+from .sysfs import (dm_template_exists, group_auto_members, group_exists, group_members,
+                    group_of_member, group_read, group_set_auto, group_write, sysfs_write)
 
 
 CONTAINER_HOOKS = ("clone", "pre-start", "destroy")
@@ -66,6 +66,14 @@ def container_rootfs(conf, name):
     return os.path.realpath(path)
 
 
+def unprivileged(conf):
+    """Whether the container maps its ids (lxc.idmap): LXC then runs its
+    hooks in the container's user namespace, where the sysfs files cannot
+    be written, so hooks cannot make its clones members."""
+    with open(conf) as f:
+        return any(ln.split("=", 1)[0].strip() == "lxc.idmap" for ln in f)
+
+
 def container_state(lxcpath, name):
     out = subprocess.run(["lxc-info", "-P", lxcpath, "-n", name, "-s", "-H"],
                          capture_output=True, text=True)
@@ -109,11 +117,17 @@ def dm_register(name, rootfs):
 def ensure_template(rec):
     """Recreate a recorded template's group and dm registration if they
     are gone (after a reboot, or a group deleted by hand)."""
+    done = []
     if not group_exists(rec["group"]):
         group_write("create", f"{rec['group']} {rec['rootfs']}\n")
+        if rec.get("auto"):
+            group_set_auto(rec["group"], True)
         print(f"totalcowctl: group {rec['group']} created again for template {rec['name']}")
+        done.append("group")
     if rec.get("dm") and not dm_template_exists(rec["name"]):
         dm_register(rec["name"], rec["rootfs"])
+        done.append("dm template")
+    return done
 
 
 def template_for(rootfs):
@@ -212,6 +226,11 @@ def cmd_container_template(a):
     if state != "STOPPED":
         raise Fail(f"{a.name} is {state.lower()}: stop it first (its rootfs becomes "
                    "read-only)", EX_BUSY)
+    # An unprivileged container's hooks run without the privilege to join:
+    # its clones join by lineage at their first read instead.
+    unpriv = unprivileged(conf)
+    auto = a.auto or unpriv
+    hooks = not a.no_hooks and not unpriv
 
     undo = []
     try:
@@ -230,7 +249,9 @@ def cmd_container_template(a):
                 print(f"totalcowctl: {a.name}: no dm layer ({e}); page-cache sharing only")
         group_write("create", f"{a.name} {rootfs}\n")
         undo.append(lambda: group_write("delete", a.name + "\n"))
-        if not a.no_hooks:
+        if auto:
+            group_set_auto(a.name, True)
+        if hooks:
             with open(conf) as f:
                 old = f.read()
             exe = os.path.realpath(sys.argv[0])
@@ -248,7 +269,7 @@ def cmd_container_template(a):
         with open(record_path(a.name), "w") as f:
             json.dump({"name": a.name, "lxcpath": lxcpath, "rootfs": rootfs,
                        "uuid": info["UUID"], "group": a.name, "dm": dm,
-                       "hooks": not a.no_hooks}, f)
+                       "hooks": hooks, "auto": auto}, f)
     except BaseException:
         for u in reversed(undo):
             try:
@@ -258,7 +279,9 @@ def cmd_container_template(a):
         raise
     print(f"container {a.name}: template {rootfs} (read-only), group {a.name}"
           + (", extents whitelisted" if dm else "")
-          + ("" if a.no_hooks else f", hooks in {conf}"))
+          + (f", hooks in {conf}" if hooks else "")
+          + (", clones join at their first read (auto)" if auto else "")
+          + ("; unprivileged container: no hooks" if unpriv else ""))
     return EX_OK
 
 
@@ -328,9 +351,10 @@ def cmd_container_list(a):
     out = []
     for rec in container_records():
         g = rec["group"]
-        r = dict(rec, members=[], stats={})
+        r = dict(rec, members=[], auto_members=[], stats={})
         if group_exists(g):
             r["members"] = group_members(g)
+            r["auto_members"] = [p for _, p in group_auto_members(g)]
             r["stats"] = {k: int(v) for k, v in
                           (ln.split() for ln in group_read(g, "stats").splitlines())}
         out.append(r)
@@ -340,8 +364,22 @@ def cmd_container_list(a):
     for r in out:
         shared = r["stats"].get("pages_shared", 0) * 4 / 1024
         print(f"{r['name']}\t{r['rootfs']}\tgroup {r['group']}"
-              f"{'' if group_exists(r['group']) else ' (gone)'}\t{len(r['members'])} members"
+              f"{'' if group_exists(r['group']) else ' (gone)'}"
+              f"\t{len(r['members']) + len(r['auto_members'])} members"
               f"\t{shared:.1f} MiB shared\tdm {'yes' if r['dm'] else 'no'}")
+    return EX_OK
+
+
+def cmd_container_restore(a):
+    """Recreate the groups (automatic membership included) and dm
+    registrations of every recorded template: the kernel keeps them in
+    memory only. For boot, where no hook runs (unprivileged fleets)."""
+    need_root()
+    with state_lock():
+        for rec in container_records():
+            done = ensure_template(rec)
+            print(f"container {rec['name']}: "
+                  + (", ".join(done) + " restored" if done else "nothing to restore"))
     return EX_OK
 
 

@@ -5,6 +5,7 @@ page-cache sharing groups."""
 import errno
 import os
 
+from .btrfs import fs_uuid, subvol_show
 from .config import SYSFS
 from .errors import EX_FAIL, EX_NOENT, EX_NOTTC, EX_PERM, Fail
 from .walker import devname
@@ -143,12 +144,8 @@ def groups():
             members = f.read().split("\n")[:-1]
         with open(os.path.join(d, "stats")) as f:
             stats = {k: int(v) for k, v in (l.split() for l in f)}
-        auto, auto_members = False, []
-        if os.path.exists(os.path.join(d, "auto")):  # kernels since automatic membership
-            auto = group_read(name, "auto").strip() == "1"
-            for line in group_read(name, "auto_members").split("\n")[:-1]:
-                subvol, _, path = line.partition(" ")
-                auto_members.append({"subvol": int(subvol), "path": path})
+        auto = group_auto(name)
+        auto_members = [{"subvol": i, "path": p} for i, p in group_auto_members(name)]
         out.append({"name": name, "template": template, "members": members, "stats": stats,
                     "auto": auto, "auto_members": auto_members})
     return out
@@ -182,17 +179,55 @@ def group_members(name):
     return group_read(name, "members").split("\n")[:-1]
 
 
+def group_auto(name):
+    """Whether group `name` has automatic membership on (False on kernels
+    that predate it)."""
+    try:
+        return group_read(name, "auto").strip() == "1"
+    except FileNotFoundError:
+        return False
+
+
+def group_auto_members(name):
+    """[(subvolume id, path from the file system's top level)] of the
+    subvolumes that joined group `name` by themselves. Reading the list
+    makes the kernel drop deleted ones first."""
+    try:
+        text = group_read(name, "auto_members")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.split("\n")[:-1]:
+        subvol, _, path = line.partition(" ")
+        out.append((int(subvol), path))
+    return out
+
+
 def group_of_member(path):
-    """The group that has directory `path` as a member, or None."""
+    """The group that has directory `path` as a member, or None: listed in
+    its members, or, for a subvolume root, an automatic member (same
+    subvolume id on the template's file system)."""
     base = os.path.join(SYSFS, "groups")
     if not os.path.isdir(base):
         return None
-    for g in sorted(os.listdir(base)):
+    names = [g for g in sorted(os.listdir(base)) if os.path.isdir(os.path.join(base, g))]
+    for g in names:
         try:
-            if os.path.isdir(os.path.join(base, g)) and path in group_members(g):
+            if path in group_members(g):
                 return g
         except FileNotFoundError:
             continue  # deleted meanwhile
+    try:
+        sid, fs = subvol_show(path)["ID"], fs_uuid(path)
+    except Fail:
+        return None  # not a subvolume root: never an automatic member
+    for g in names:
+        try:
+            if any(i == sid for i, _ in group_auto_members(g)) and \
+                    fs_uuid(group_read(g, "template").rstrip("\n")) == fs:
+                return g
+        except (FileNotFoundError, Fail):
+            continue
     return None
 
 
