@@ -15,7 +15,7 @@
 # Prints "lxc-unpriv: ..." lines; counts come from the kernel.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 n=${1:-8}
-[ "$n" -ge 3 ] || die "N must be at least 3"
+[ "$n" -ge 4 ] || die "N must be at least 4"
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 groups=/sys/kernel/mm/totalcow/groups
 data_mib=8	# per data file; 4 files
@@ -23,57 +23,13 @@ uid=1500 name=tcuser
 top=/mnt/fleet
 home=$top/home/$name
 lxcpath=$home/.local/share/lxc
-cg=/sys/fs/cgroup/$name
-
-# The user and its subordinate ids. /etc is the host's, read-only: an
-# overlay gives the guest its own passwd, group, subuid and subgid.
-mkdir -p /tmp/etc-up /tmp/etc-work
-mount -t overlay overlay -o lowerdir=/etc,upperdir=/tmp/etc-up,workdir=/tmp/etc-work /etc ||
-	die "overlay over /etc"
-getent passwd $uid >/dev/null && die "uid $uid exists on this host: pick another"
-echo "$name:x:$uid:$uid::$home:/bin/sh" >> /etc/passwd
-echo "$name:x:$uid:" >> /etc/group
-echo "$name:100000:65536" > /etc/subuid
-echo "$name:100000:65536" > /etc/subgid
-[ -u "$(command -v newuidmap)" ] || die "newuidmap missing or not setuid (package uidmap)"
 
 tc_create tc /dev/ubda cache_size 100%
 mkfs.btrfs -q -f /dev/mapper/tc
 # Unprivileged lxc-destroy deletes its btrfs subvolumes with
 # BTRFS_IOC_SNAP_DESTROY, which needs user_subvol_rm_allowed (docs/lxc.md).
 mkdir -p $top && mount -o user_subvol_rm_allowed /dev/mapper/tc $top
-mkdir -p $home/.config/lxc
-cat > $home/.config/lxc/default.conf <<EOF
-lxc.net.0.type = empty
-lxc.idmap = u 0 100000 65536
-lxc.idmap = g 0 100000 65536
-EOF
-chown -R $uid:$uid $home
-# A cgroup of its own for the user's containers (what systemd's user
-# slice delegates on a real host).
-mkdir $cg
-echo "+pids +memory" > /sys/fs/cgroup/cgroup.subtree_control
-chown -R $uid:$uid $cg
-mkdir -p /run/user/$uid && chown $uid:$uid /run/user/$uid
-# as_user CMD...: run CMD as the user in a new leaf cgroup of its own
-# (as `systemd-run --user --scope` would; root moves it there: the user may
-# not write the root cgroup's cgroup.procs). lxc-start's monitor moves
-# itself out into the container's cgroups, so the leaf does not stand in
-# the way of their controllers.
-scopes=0
-as_user() {
-	local scope=$cg/scope.$BASHPID.$((++scopes))
-	mkdir $scope && chown $uid:$uid $scope/cgroup.procs || die "cgroup $scope"
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $scope \
-		setpriv --reuid=$uid --regid=$uid --clear-groups \
-		env HOME=$home USER=$name LOGNAME=$name XDG_RUNTIME_DIR=/run/user/$uid "$@"
-}
-# in_userns CMD...: CMD as root of the user's id range (lxc-usernsexec,
-# which complains that there is no tty to open: quiet unless CMD fails).
-in_userns() {
-	as_user lxc-usernsexec -m b:0:100000:65536 -- "$@" 2>/tmp/userns.err ||
-		{ grep -v opentty /tmp/userns.err >&2; return 1; }
-}
+unpriv_user $uid $name $home
 
 # --- the user's containers -----------------------------------------------
 mkdir -p /tmp/fleet-data

@@ -106,3 +106,56 @@ tc_stat() {
 		print v[f]
 	}' || die "tc_stat: no field '$2'"
 }
+
+# --- an unprivileged user for LXC ----------------------------------------
+
+# unpriv_user UID NAME HOME: a user with subordinate ids 100000-165535
+# (/etc/subuid, /etc/subgid; the host's /etc is read-only here, so /etc
+# gets an overlay of the guest's own), HOME owned by it, and a cgroup of
+# its own with the pids and memory controllers (what systemd delegates to
+# a user's slice). Sets UNPRIV_* for as_user and in_userns.
+unpriv_user() {
+	UNPRIV_UID=$1 UNPRIV_NAME=$2 UNPRIV_HOME=$3 UNPRIV_CG=/sys/fs/cgroup/$2 UNPRIV_SCOPES=0
+	mkdir -p /tmp/etc-up /tmp/etc-work
+	mount -t overlay overlay -o lowerdir=/etc,upperdir=/tmp/etc-up,workdir=/tmp/etc-work /etc ||
+		die "overlay over /etc"
+	! getent passwd "$1" >/dev/null || die "uid $1 exists on this host: pick another"
+	echo "$2:x:$1:$1::$3:/bin/sh" >> /etc/passwd
+	echo "$2:x:$1:" >> /etc/group
+	echo "$2:100000:65536" > /etc/subuid
+	echo "$2:100000:65536" > /etc/subgid
+	[ -u "$(command -v newuidmap)" ] || die "newuidmap missing or not setuid (package uidmap)"
+	mkdir -p "$3/.config/lxc"
+	cat > "$3/.config/lxc/default.conf" <<-CONF
+	lxc.net.0.type = empty
+	lxc.idmap = u 0 100000 65536
+	lxc.idmap = g 0 100000 65536
+	CONF
+	chown -R "$1:$1" "$3"
+	mkdir "$UNPRIV_CG"
+	echo "+pids +memory" > /sys/fs/cgroup/cgroup.subtree_control
+	chown -R "$1:$1" "$UNPRIV_CG"
+	mkdir -p "/run/user/$1" && chown "$1:$1" "/run/user/$1"
+}
+
+# as_user CMD...: run CMD as the unpriv_user in a new leaf cgroup of its
+# own (as `systemd-run --user --scope` would; root moves it there: the user
+# may not write the root cgroup's cgroup.procs). lxc-start's monitor moves
+# itself out into the container's cgroups, so the leaf does not stand in
+# the way of their controllers.
+as_user() {
+	local scope=$UNPRIV_CG/scope.$BASHPID.$((++UNPRIV_SCOPES))
+	mkdir "$scope" && chown "$UNPRIV_UID:$UNPRIV_UID" "$scope/cgroup.procs" || die "cgroup $scope"
+	# shellcheck disable=SC2016
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$scope" \
+		setpriv --reuid="$UNPRIV_UID" --regid="$UNPRIV_UID" --clear-groups \
+		env HOME="$UNPRIV_HOME" USER="$UNPRIV_NAME" LOGNAME="$UNPRIV_NAME" \
+		XDG_RUNTIME_DIR="/run/user/$UNPRIV_UID" "$@"
+}
+
+# in_userns CMD...: CMD as root of the user's id range (lxc-usernsexec,
+# which complains that there is no tty to open: quiet unless CMD fails).
+in_userns() {
+	as_user lxc-usernsexec -m b:0:100000:65536 -- "$@" 2>/tmp/userns.err ||
+		{ grep -v opentty /tmp/userns.err >&2; return 1; }
+}
