@@ -15,7 +15,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CTL = os.path.join(TOP, "tools", "totalcowctl")
 sys.path.insert(0, os.path.join(TOP, "tools"))
 
-from totalcow import btrfs, cli, dmsetup, sysfs, walker  # noqa: E402
+from totalcow import btrfs, cli, dmsetup, lxc, sysfs, walker  # noqa: E402
 from totalcow.errors import EX_NOENT, EX_NOTTC, EX_OK, EX_USAGE  # noqa: E402
 
 
@@ -30,7 +30,7 @@ SUBCOMMANDS = [("template", "add"), ("template", "del"), ("template", "list"),
                ("group", "del"), ("group", "list"), ("status",),
                ("container", "template"), ("container", "untemplate"),
                ("container", "join"), ("container", "leave"), ("container", "list"),
-               ("container", "hook")]
+               ("container", "restore"), ("container", "hook")]
 
 
 def test_help_is_the_manual_and_every_subcommand_has_it():
@@ -180,3 +180,16 @@ def test_progress_only_for_walks_over_a_second_on_a_terminal(monkeypatch):
     now[0] += 5
     w.progress()
     assert walker.sys.stderr.getvalue() == ""
+
+
+def test_an_idmapped_container_is_unprivileged(tmp_path):
+    """container template turns on automatic membership (and adds no hooks)
+    exactly for containers whose config maps ids: their hooks cannot join."""
+    conf = tmp_path / "config"
+    conf.write_text("lxc.include = /usr/share/lxc/config/common.conf\n"
+                    "# lxc.idmap = u 0 100000 65536\n"
+                    "lxc.rootfs.path = btrfs:/var/lib/lxc/c/rootfs\n")
+    assert not lxc.unprivileged(str(conf))
+    conf.write_text(conf.read_text() + "lxc.idmap = u 0 100000 65536\n"
+                    "lxc.idmap= g 0 100000 65536\n")
+    assert lxc.unprivileged(str(conf))
