@@ -126,12 +126,15 @@ bench-share-cost: $(KERNEL_BASE)
 bench-share-scale: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/share-scale
+	$(PYTHON) bench/readme
 
-# LXC fleet: 16 clones of a Debian template, stock vs overlay vs TotalCOW
-# (tools/lxc/debian-rootfs debootstraps the template once, cached).
+# Container fleets: 16 clones of a Debian image per engine (LXC,
+# unprivileged LXC, systemd-nspawn, Podman), stock vs overlay vs TotalCOW
+# (tools/lxc/debian-rootfs debootstraps the image once, cached).
 bench-fleet: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fleet
+	$(PYTHON) bench/readme
 
 # The design brief's section 7 goals against what the targets above left
 # in bench/results/ (bench/results/goals.md).
