@@ -181,7 +181,8 @@ def subvol_show(path):
         h = raw.hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
     return {"ID": treeid, "UUID": spell(296), "Parent UUID": spell(312),
-            "Received UUID": spell(328), "Flags": "readonly" if flags & BTRFS_ROOT_SUBVOL_RDONLY else "-"}
+            "Received UUID": spell(328),
+            "Flags": "readonly" if flags & BTRFS_ROOT_SUBVOL_RDONLY else "-"}
 
 
 def fs_uuid(path):

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from .btrfs import run_btrfs, subvol_show
 from .commands import cmd_add, state_path
 from .config import STATE, SYSFS
-from .errors import EX_BUSY, EX_NOENT, EX_NOTTC, EX_OK, EX_PERM, EX_USAGE, Fail
+from .errors import EX_BUSY, EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_PERM, EX_USAGE, Fail
 from .sysfs import (dm_template_exists, group_auto_members, group_exists, group_members,
                     group_of_member, group_read, group_set_auto, group_write, sysfs_write)
 
@@ -375,12 +375,18 @@ def cmd_container_restore(a):
     registrations of every recorded template: the kernel keeps them in
     memory only. For boot, where no hook runs (unprivileged fleets)."""
     need_root()
+    failed = 0
     with state_lock():
         for rec in container_records():
-            done = ensure_template(rec)
+            try:  # one template that cannot come back must not keep the others out
+                done = ensure_template(rec)
+            except (Fail, OSError) as e:
+                print(f"totalcowctl: container {rec['name']}: not restored: {e}", file=sys.stderr)
+                failed += 1
+                continue
             print(f"container {rec['name']}: "
                   + (", ".join(done) + " restored" if done else "nothing to restore"))
-    return EX_OK
+    return EX_FAIL if failed else EX_OK
 
 
 def enter_outer_mntns():
