@@ -24,7 +24,9 @@ def test_the_committed_readme_is_current():
 
 def test_a_stale_section_is_rewritten_and_a_missing_source_named():
     with open(os.path.join(TOP, "bench", "results", "share-scale.md")) as f:
-        body = f.read()
+        body = f.read().replace("\n## ", "\n#### ")
+    if body.startswith("## "):
+        body = "##" + body
     text = ("intro\n" + HEAD.format("share-scale.md") + "typed by hand\n" + END
             + "\nmiddle\n" + HEAD.format("nosuch.md") + "old\n" + END + "\n")
     new, stale, missing = readme.render(text)
