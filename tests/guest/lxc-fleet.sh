@@ -149,12 +149,8 @@ echo "lxc-fleet: unregistered template: $n clones, page cache ${p_pc}x one clone
 
 # One copy for the whole fleet (the data and busybox; plus metadata), n
 # copies without TotalCOW.
-[ "$(echo "$tc_pc <= 1.2" | bc)" = 1 ] || die "totalcow fleet page cache ${tc_pc}x"
-[ "$(echo "$tc_rd <= 1.2" | bc)" = 1 ] || die "totalcow fleet device reads ${tc_rd}x"
-[ "$(echo "$p_pc >= $n * 0.9" | bc)" = 1 ] || die "plain fleet page cache only ${p_pc}x"
 pages=$(( 4 * (data_mib << 20) / 4096 ))
-[ "$shared" -ge $(( (n - 1) * pages )) ] || die "only $shared pages shared"
-[ "$mm" -ge "$n" ] || die "only $mm private mappings of busybox mapped the template"
+fleet_checks "$n" "$tc_pc" "$tc_rd" "$p_pc" "$shared" "$mm" "$pages"
 
 # --- destroy: members leave ----------------------------------------------
 # The clones' data in the page cache again, shared (the plain fleet's run

@@ -117,12 +117,8 @@ p_pc=$(ratio $pc) p_rd=$(ratio $rd)
 echo "lxc-unpriv: unregistered template: $n unprivileged clones, page cache ${p_pc}x one clone, device reads ${p_rd}x"
 awk '{ print $2 }' $groups/bb/auto_members | grep -q "/p[0-9]*/rootfs" && die "a plain clone joined"
 
-[ "$(echo "$tc_pc <= 1.2" | bc)" = 1 ] || die "totalcow fleet page cache ${tc_pc}x"
-[ "$(echo "$tc_rd <= 1.2" | bc)" = 1 ] || die "totalcow fleet device reads ${tc_rd}x"
-[ "$(echo "$p_pc >= $n * 0.9" | bc)" = 1 ] || die "plain fleet page cache only ${p_pc}x"
 pages=$(( 4 * (data_mib << 20) / 4096 ))
-[ "$shared" -ge $(( (n - 1) * pages )) ] || die "only $shared pages shared"
-[ "$mm" -ge "$n" ] || die "only $mm private mappings of busybox mapped the template"
+fleet_checks "$n" "$tc_pc" "$tc_rd" "$p_pc" "$shared" "$mm" "$pages"
 
 # --- a write in one clone stays in it ------------------------------------
 as_user lxc-start -n c1 && as_user lxc-start -n c2 || die "start c1, c2"

@@ -29,13 +29,8 @@ mount /dev/mapper/tc $machines
 # The image: busybox, an os-release (nspawn refuses a tree without one),
 # the shared data and the workload, as a tarball.
 r=/tmp/rootfs
-mkdir -p $r/bin $r/etc $r/usr/lib $r/proc $r/sys $r/dev $r/tmp $r/run $r/var/tmp $r/srv/shared
-cp /bin/busybox $r/bin/busybox
-ln -s busybox $r/bin/sh
-printf 'ID=tcbusybox\nNAME="TotalCOW busybox"\n' > $r/usr/lib/os-release
-printf '#!/bin/sh\nbusybox cat /srv/shared/data* | busybox md5sum\n' > $r/bin/fleet-read
-chmod +x $r/bin/fleet-read
-for j in 1 2 3 4; do make_file $r/srv/shared/data$j $data_mib "nspawn-$j"; done
+busybox_rootfs $r $data_mib nspawn
+mkdir -p $r/proc $r/sys $r/dev $r/tmp $r/run $r/var/tmp
 tar -C $r -cf /tmp/image.tar .
 want="$(cat $r/srv/shared/data* | md5sum)"
 one=$(( 4 * (data_mib << 20) + $(stat -c %s $r/bin/busybox) ))
@@ -94,12 +89,8 @@ p_pc=$(ratio $pc) p_rd=$(ratio $rd)
 echo "nspawn-fleet: unregistered image: $n containers, page cache ${p_pc}x one container, device reads ${p_rd}x"
 [ "$(auto_paths)" = "$expect" ] || die "a clone of the other image joined: '$(auto_paths)'"
 
-[ "$(echo "$tc_pc <= 1.2" | bc)" = 1 ] || die "totalcow fleet page cache ${tc_pc}x"
-[ "$(echo "$tc_rd <= 1.2" | bc)" = 1 ] || die "totalcow fleet device reads ${tc_rd}x"
-[ "$(echo "$p_pc >= $n * 0.9" | bc)" = 1 ] || die "plain fleet page cache only ${p_pc}x"
 pages=$(( 4 * (data_mib << 20) / 4096 ))
-[ "$shared" -ge $(( (n - 1) * pages )) ] || die "only $shared pages shared"
-[ "$mm" -ge "$n" ] || die "only $mm private mappings of busybox mapped the template"
+fleet_checks "$n" "$tc_pc" "$tc_rd" "$p_pc" "$shared" "$mm" "$pages"
 
 # --- a write in one container stays in it ----------------------------------
 "${nspawn[@]}" -D $machines/c1 /bin/sh -c \

@@ -31,12 +31,7 @@ mkdir -p $top && mount /dev/mapper/tc $top
 
 # The image: busybox, the shared data and the workload, as a tarball.
 r=/tmp/rootfs
-mkdir -p $r/bin $r/etc $r/srv/shared
-cp /bin/busybox $r/bin/busybox
-ln -s busybox $r/bin/sh
-printf '#!/bin/sh\nbusybox cat /srv/shared/data* | busybox md5sum\n' > $r/bin/fleet-read
-chmod +x $r/bin/fleet-read
-for j in 1 2 3 4; do make_file $r/srv/shared/data$j $data_mib "podman-$j"; done
+busybox_rootfs $r $data_mib podman
 tar -C $r -cf /tmp/img.tar .
 # The twin differs by one file: containers-storage keeps one layer for
 # one tarball, whichever image names it.
@@ -96,12 +91,8 @@ p_pc=$(ratio $pc) p_rd=$(ratio $rd)
 echo "podman-fleet: unregistered image: $n containers, page cache ${p_pc}x one container, device reads ${p_rd}x"
 [ "$(auto_count)" = "$n" ] || die "a container of the other image joined: $(cat $groups/img/auto_members)"
 
-[ "$(echo "$tc_pc <= 1.2" | bc)" = 1 ] || die "totalcow fleet page cache ${tc_pc}x"
-[ "$(echo "$tc_rd <= 1.2" | bc)" = 1 ] || die "totalcow fleet device reads ${tc_rd}x"
-[ "$(echo "$p_pc >= $n * 0.9" | bc)" = 1 ] || die "plain fleet page cache only ${p_pc}x"
 pages=$(( 4 * (data_mib << 20) / 4096 ))
-[ "$shared" -ge $(( (n - 1) * pages )) ] || die "only $shared pages shared"
-[ "$mm" -ge "$n" ] || die "only $mm private mappings of busybox mapped the template"
+fleet_checks "$n" "$tc_pc" "$tc_rd" "$p_pc" "$shared" "$mm" "$pages"
 
 # --- a write in one container stays in it ----------------------------------
 out=$("${podman[@]}" run --name w --network none localhost/img /bin/sh -c \

@@ -159,3 +159,35 @@ in_userns() {
 	as_user lxc-usernsexec -m b:0:100000:65536 -- "$@" 2>/tmp/userns.err ||
 		{ grep -v opentty /tmp/userns.err >&2; return 1; }
 }
+
+# --- container fleets ------------------------------------------------------
+
+# busybox_rootfs DIR MIB SEED: a container image in DIR: busybox (as sh),
+# an os-release (systemd-nspawn refuses a tree without one), four data
+# files of MIB MiB in /srv/shared (seeds SEED-1..4) and /bin/fleet-read,
+# the workload: print the md5 of the data files' concatenation.
+busybox_rootfs() {
+	local r=$1 j
+	mkdir -p "$r/bin" "$r/etc" "$r/usr/lib" "$r/srv/shared"
+	cp /bin/busybox "$r/bin/busybox"
+	ln -s busybox "$r/bin/sh"
+	printf 'ID=tcbusybox\nNAME="TotalCOW busybox"\n' > "$r/usr/lib/os-release"
+	printf '#!/bin/sh\nbusybox cat /srv/shared/data* | busybox md5sum\n' > "$r/bin/fleet-read"
+	chmod +x "$r/bin/fleet-read"
+	for j in 1 2 3 4; do make_file "$r/srv/shared/data$j" "$2" "$3-$j"; done
+}
+
+# fleet_checks N TC_PC TC_RD PLAIN_PC SHARED MMAPS PAGES: what every
+# engine's fleet test asserts of N containers reading PAGES pages of data
+# and running busybox: one copy for the fleet with TotalCOW (page cache
+# and device reads TC_PC, TC_RD <= 1.2x one container; SHARED pages
+# shared; busybox mapped from the template MMAPS >= N times), N copies
+# without it (PLAIN_PC >= 0.9 N).
+fleet_checks() {
+	local n=$1 tc_pc=$2 tc_rd=$3 p_pc=$4 shared=$5 mm=$6 pages=$7
+	[ "$(echo "$tc_pc <= 1.2" | bc)" = 1 ] || die "totalcow fleet page cache ${tc_pc}x"
+	[ "$(echo "$tc_rd <= 1.2" | bc)" = 1 ] || die "totalcow fleet device reads ${tc_rd}x"
+	[ "$(echo "$p_pc >= $n * 0.9" | bc)" = 1 ] || die "plain fleet page cache only ${p_pc}x"
+	[ "$shared" -ge $(( (n - 1) * pages )) ] || die "only $shared pages shared"
+	[ "$mm" -ge "$n" ] || die "only $mm private mappings of busybox mapped the template"
+}
