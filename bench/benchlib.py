@@ -13,6 +13,19 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(TOP, "bench", "results")  # committed: the evidence
 
 
+def memory_bytes(r):
+    """The one definition of memory every driver reports (issue 16 item
+    4), all measured by the kernel during the run: page-cache growth, the
+    dm cache, growth of the xarray node slab (the slots of every page
+    cache, a member's alias slots included, and the dm cache's index) and
+    the sharing groups' signature arrays (policy_bytes). Records made
+    before scenarios measured xarray nodes add the dm layer's estimated
+    metadata (tc_meta_bytes) instead, as their tables did."""
+    extra = (r["xa_node_bytes"] + r.get("policy_bytes", 0) if "xa_node_bytes" in r
+             else r.get("tc_meta_bytes", 0))
+    return r["page_cache_bytes"] + r["tc_cache_bytes"] + extra
+
+
 def sel(recs, **match):
     """The records whose fields equal every keyword given."""
     return [r for r in recs if all(r.get(k) == v for k, v in match.items())]

@@ -32,3 +32,17 @@ def test_results_document_records_the_run(tmp_path, monkeypatch):
     assert m["name"] == "unit" and m["repeats"] == 5 and m["argv"]
     assert m["commit"] and m["cores"] == os.cpu_count() and m["mem_kib"] > 0
     assert len(m["loadavg"]) == 3 and m["date"].endswith("Z")
+
+
+def test_one_memory_definition():
+    """Page cache, dm cache, xarray nodes and signature arrays, all measured;
+    records from before xarray nodes were measured add the dm layer's
+    estimate, as their tables did."""
+    new = {"page_cache_bytes": 1000, "tc_cache_bytes": 200, "xa_node_bytes": 30,
+           "policy_bytes": 4, "tc_meta_bytes": 99999}
+    assert benchlib.memory_bytes(new) == 1234
+    del new["policy_bytes"]  # no sharing group in the configuration
+    assert benchlib.memory_bytes(new) == 1230
+    old = {"page_cache_bytes": 1000, "tc_cache_bytes": 200, "tc_meta_bytes": 7}
+    assert benchlib.memory_bytes(old) == 1207
+    assert benchlib.memory_bytes({"page_cache_bytes": 1, "tc_cache_bytes": 2}) == 3

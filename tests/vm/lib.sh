@@ -53,6 +53,21 @@ json_kv() {
 	echo "$out}"
 }
 
+# Bytes in the xarray node slab (radix_tree_node): the slots of every page
+# cache (a sharing member's alias slots included) and the dm cache's index.
+# Its growth over a run is kernel memory that run made the page cache and
+# TotalCOW allocate (benchlib.memory_bytes()).
+xa_node_bytes() {
+	awk '$1 == "radix_tree_node" { printf "%.0f\n", $2 * $4 }' /proc/slabinfo
+}
+
+# Bytes of per-page signatures all sharing groups hold now (the sum of
+# their policy_bytes; 0 without groups).
+policy_bytes() {
+	cat /sys/kernel/mm/totalcow/groups/*/stats 2>/dev/null |
+		awk '$1 == "policy_bytes" { s += $2 } END { printf "%.0f\n", s }'
+}
+
 # --- dm-totalcow ---------------------------------------------------------
 
 # tc_create NAME LOWER_DEV [OPT...]: a totalcow device over all of LOWER_DEV.
