@@ -8,9 +8,12 @@ import sys
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "bench"))
 
-from importlib.machinery import SourceFileLoader  # noqa: E402
+import importlib.machinery  # noqa: E402
+import importlib.util  # noqa: E402
 
-readme = SourceFileLoader("readme", os.path.join(TOP, "bench", "readme")).load_module()
+_loader = importlib.machinery.SourceFileLoader("readme", os.path.join(TOP, "bench", "readme"))
+readme = importlib.util.module_from_spec(importlib.util.spec_from_loader("readme", _loader))
+_loader.exec_module(readme)
 
 HEAD = "<!-- generated from results/{} by bench/readme: do not edit -->\n"
 END = "<!-- end generated -->"
