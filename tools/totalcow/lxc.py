@@ -15,7 +15,7 @@ from .btrfs import run_btrfs, subvol_show
 from .commands import cmd_add, state_path
 from .config import STATE, SYSFS
 from .errors import EX_BUSY, EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_PERM, EX_USAGE, Fail
-from .sysfs import (dm_template_exists, group_auto_members, group_exists, group_members,
+from .sysfs import (dm_template_exists, group_auto, group_auto_members, group_exists, group_members,
                     group_of_member, group_read, group_set_auto, group_write, sysfs_write)
 
 
@@ -121,9 +121,18 @@ def ensure_template(rec):
     if not group_exists(rec["group"]):
         group_write("create", f"{rec['group']} {rec['rootfs']}\n")
         if rec.get("auto"):
-            group_set_auto(rec["group"], True)
+            try:
+                group_set_auto(rec["group"], True)
+            except Fail:
+                group_write("delete", rec["group"] + "\n")  # all or nothing
+                raise
         print(f"totalcowctl: group {rec['group']} created again for template {rec['name']}")
         done.append("group")
+    elif rec.get("auto") and not group_auto(rec["group"]):
+        # an auto template whose group lost it (turned off by hand): its
+        # unprivileged clones would never join again
+        group_set_auto(rec["group"], True)
+        done.append("automatic membership")
     if rec.get("dm") and not dm_template_exists(rec["name"]):
         dm_register(rec["name"], rec["rootfs"])
         done.append("dm template")
