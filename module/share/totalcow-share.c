@@ -63,6 +63,12 @@
 
 /* The largest window one read miss shares at once, in pages (4 MiB). */
 #define TC_SHARE_WINDOW 1024
+/*
+ * The window a miss proves by extents: its share window widened to whole
+ * block aliases (PAGE_ALIAS_BLOCK pages in one slot, a 64th of the memory
+ * of an alias per page), at most a block more.
+ */
+#define TC_PROOF_WINDOW (TC_SHARE_WINDOW + PAGE_ALIAS_BLOCK)
 
 /*
  * An alias entry carries the signature byte and the identity of the
@@ -881,7 +887,7 @@ static bool tc_proof_changed(struct tc_file *tf, u64 version)
 static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 				     pgoff_t last, const unsigned long *live)
 {
-	DECLARE_BITMAP(proven, TC_SHARE_WINDOW);
+	DECLARE_BITMAP(proven, TC_PROOF_WINDOW);
 	struct address_space *mapping = tf->mapping;
 	unsigned long n = 0;
 	u64 version;
@@ -895,8 +901,9 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 		goto unlock;
 	/*
 	 * Only where the template's page is in memory now, so that the
-	 * alias resolves; all in one hold of the i_pages lock. Proven pages
-	 * need no signature chunk: their alias carries no hash.
+	 * alias resolves; all in one hold of the i_pages lock, aligned empty
+	 * blocks in one slot each. Proven pages need no signature chunk:
+	 * their alias carries no hash.
 	 */
 	bitmap_and(proven, proven, live, last - index);
 	ret = filemap_add_page_aliases(mapping, index, last - index, proven,
@@ -940,12 +947,15 @@ static bool tc_file_proven(struct tc_file *tf, u64 *version)
 
 /*
  * Set the bits of the slots of [@index, @last) that hold no folio and no
- * alias: those that the member's readahead will fill.
+ * alias: those that the member's readahead will fill. A block alias is
+ * met once, at whichever of its pages the walk enters it by, and clears
+ * the bits of all its pages in the window.
  */
 static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 			  pgoff_t last, unsigned long *fresh)
 {
 	XA_STATE(xas, &mapping->i_pages, index);
+	pgoff_t first, end;
 	void *entry;
 
 	bitmap_fill(fresh, last - index);
@@ -953,8 +963,12 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 	xas_for_each(&xas, entry, last - 1) {
 		if (xas_retry(&xas, entry))
 			continue;
-		if (!xa_is_value(entry) || xa_is_page_alias(entry))
-			__clear_bit(xas.xa_index - index, fresh);
+		if (xa_is_value(entry) && !xa_is_page_alias(entry))
+			continue;
+		end = 1UL << xas_get_order(&xas);
+		first = max(round_down(xas.xa_index, end), index);
+		end = min(round_down(xas.xa_index, end) + end, last);
+		bitmap_clear(fresh, first - index, end - first);
 	}
 	rcu_read_unlock();
 }
@@ -980,11 +994,11 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)
 {
 	DECLARE_BITMAP(fresh, TC_SHARE_WINDOW);
-	DECLARE_BITMAP(live, TC_SHARE_WINDOW);
+	DECLARE_BITMAP(live, TC_PROOF_WINDOW);
 	struct file_ra_state ra = { };
 	struct address_space *tmapping;
+	pgoff_t last, first, plast, i;
 	struct tc_file *tf;
-	pgoff_t last, i;
 	u64 start, waited = 0;
 
 	tf = tc_file_get(mapping);
@@ -996,16 +1010,25 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	last = index + clamp_t(pgoff_t, max_t(pgoff_t, end - index,
 					      file->f_ra.ra_pages),
 			       1, TC_SHARE_WINDOW);
-	last = min3(last, tf->nr_pages,
-		    (pgoff_t)DIV_ROUND_UP(i_size_read(mapping->host), PAGE_SIZE));
+	plast = min3(tf->nr_pages,
+		     (pgoff_t)DIV_ROUND_UP(i_size_read(mapping->host), PAGE_SIZE),
+		     ULONG_MAX - PAGE_ALIAS_BLOCK);
+	last = min(last, plast);
 	if (index >= last) {
 		tc_file_put(tf);
 		return false;
 	}
+	/*
+	 * The template is read and the extents proven over whole blocks
+	 * around the window, so that aligned runs become block aliases; the
+	 * member's own readahead stays within [@index, @last).
+	 */
+	first = round_down(index, PAGE_ALIAS_BLOCK);
+	plast = min(round_up(last, PAGE_ALIAS_BLOCK), plast);
 	start = local_clock();
 	tmapping = tf->tinode->i_mapping;
 	{
-		DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, index);
+		DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, first);
 		DEFINE_READAHEAD(mractl, file, &ra, mapping, index);
 
 		/*
@@ -1013,15 +1036,15 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * template's reads are done, so that layer 1 serves them from
 		 * memory instead of missing on fills still in flight.
 		 */
-		if (!tc_template_live(tf, index, last, live)) {
-			page_cache_ra_unbounded(&tractl, last - index, 0);
+		if (!tc_template_live(tf, first, plast, live)) {
+			page_cache_ra_unbounded(&tractl, plast - first, 0);
 			waited -= local_clock();
-			tc_wait_template(tmapping, index, last);
+			tc_wait_template(tmapping, first, plast);
 			waited += local_clock();
-			tc_template_live(tf, index, last, live);
+			tc_template_live(tf, first, plast, live);
 		}
 		/* What the extents prove needs no read; the rest is compared. */
-		tc_alias_proven(tf, index, last, live);
+		tc_alias_proven(tf, first, plast, live);
 		tc_mark_empty(mapping, index, last, fresh);
 		if (bitmap_empty(fresh, last - index))
 			goto out;

@@ -6,8 +6,9 @@
  * an alias (tc_broken(): the template's bytes, the private bit, the
  * count), what a read of an alias resolves to (tc_resolve(): only the
  * binding's own aliases, only live template pages), which slots a
- * member's readahead is asked to fill (tc_mark_empty()), and that each
- * mapping's alias count follows every store and removal.
+ * member's readahead is asked to fill (tc_mark_empty()), that each
+ * mapping's alias count follows every store and removal, and what a block
+ * alias (one entry for an aligned run) is to each of them.
  *
  * Included at the end of totalcow-share.c (after totalcow_share_kunit.c)
  * so that the tests reach the policy's static functions. The member and
@@ -436,14 +437,21 @@ static void tc_policy_marks_only_empty_slots(struct kunit *test)
 	folio_put(f6);
 }
 
-/* Alias entries of @mapping, counted the slow way. */
+/* Aliased pages of @mapping, counted the slow way: a block for its pages. */
 static unsigned long tc_test_walk_aliases(struct address_space *mapping)
 {
-	unsigned long n = 0, index;
+	XA_STATE(xas, &mapping->i_pages, 0);
+	unsigned long n = 0;
 	void *entry;
 
-	xa_for_each(&mapping->i_pages, index, entry)
-		n += xa_is_page_alias(entry);
+	rcu_read_lock();
+	xas_for_each(&xas, entry, ULONG_MAX) {
+		if (xas_retry(&xas, entry))
+			continue;
+		if (xa_is_page_alias(entry))
+			n += 1UL << xas_get_order(&xas);
+	}
+	rcu_read_unlock();
 	return n;
 }
 
@@ -557,6 +565,97 @@ static void tc_policy_aliases_a_proven_run(struct kunit *test)
 	folio_put(t4);
 }
 
+#define TC_B PAGE_ALIAS_BLOCK
+
+/*
+ * An aligned block of selected, empty slots gets one block alias (one
+ * multi-index entry above the leaves); a block that holds a folio, or is
+ * not wholly selected, is aliased slot by slot. To the rest of mm a block
+ * alias is every page's alias: tc_mark_empty() leaves all its pages to it,
+ * tc_resolve() finds the template's page at any of them, a folio added
+ * inside splits it and takes only its own slot, a punch or a direct
+ * write's invalidation of one of its pages drops it whole (those pages
+ * are then read again), and every count is in pages.
+ */
+static void tc_policy_block_aliases(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct address_space *mapping = t->member->i_mapping;
+	const unsigned long nr = 5 * TC_B;
+	void *entry = tc_alias(&t->tf, TC_SIG_HASH);
+	struct folio *busy, *tfolio, *f, *got;
+	unsigned long *slots, *fresh;
+
+	slots = kunit_kcalloc(test, BITS_TO_LONGS(nr), sizeof(long), GFP_KERNEL);
+	fresh = kunit_kcalloc(test, BITS_TO_LONGS(nr), sizeof(long), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, slots);
+	KUNIT_ASSERT_NOT_NULL(test, fresh);
+	/* Block 2 holds a folio; one slot of block 3 is not selected. */
+	busy = tc_test_folio(test, t->member, 2 * TC_B + 5, 5);
+	tfolio = tc_test_folio(test, t->tmpl, 4 * TC_B + 9, 9);
+	bitmap_fill(slots, nr);
+	__clear_bit(3 * TC_B + 1, slots);
+	filemap_invalidate_lock_shared(mapping);
+	KUNIT_EXPECT_EQ(test, filemap_add_page_aliases(mapping, 0, nr, slots,
+						       entry), (long)nr - 2);
+	filemap_invalidate_unlock_shared(mapping);
+	KUNIT_EXPECT_EQ(test, xa_get_order(&mapping->i_pages, 0),
+			PAGE_ALIAS_BLOCK_ORDER);
+	KUNIT_EXPECT_EQ(test, xa_get_order(&mapping->i_pages, TC_B + 7),
+			PAGE_ALIAS_BLOCK_ORDER);
+	KUNIT_EXPECT_EQ(test, xa_get_order(&mapping->i_pages, 2 * TC_B), 0);
+	KUNIT_EXPECT_EQ(test, xa_get_order(&mapping->i_pages, 3 * TC_B), 0);
+	KUNIT_EXPECT_EQ(test, xa_get_order(&mapping->i_pages, 4 * TC_B),
+			PAGE_ALIAS_BLOCK_ORDER);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, TC_B - 1), entry);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 2 * TC_B + 5),
+			    (void *)busy);
+	KUNIT_EXPECT_NULL(test, tc_test_slot(t->member, 3 * TC_B + 1));
+	tc_expect_aliases(test, mapping, nr - 2, "three blocks, two runs");
+
+	/* Only the unselected slot is left to readahead, in any window. */
+	tc_mark_empty(mapping, 5, 4 * TC_B + 8, fresh);
+	KUNIT_EXPECT_EQ(test, bitmap_weight(fresh, 4 * TC_B + 3), 1U);
+	KUNIT_EXPECT_TRUE(test, test_bit(3 * TC_B + 1 - 5, fresh));
+
+	rcu_read_lock();
+	got = tc_resolve(mapping, 4 * TC_B + 9,
+			 tc_test_slot(t->member, 4 * TC_B + 9));
+	rcu_read_unlock();
+	KUNIT_EXPECT_PTR_EQ(test, got, tfolio);
+	if (got)
+		folio_put(got);
+
+	/* A write's folio inside block 0 takes its slot only. */
+	f = filemap_grab_folio(mapping, 3);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(f));
+	folio_unlock(f);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 2), entry);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 3), (void *)f);
+	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 4), entry);
+	tc_expect_aliases(test, mapping, nr - 3, "a folio added in a block");
+
+	/* A punch of one page of block 1 drops the block. */
+	truncate_inode_pages_range(mapping, (TC_B + 10) * PAGE_SIZE,
+				   (TC_B + 11) * PAGE_SIZE - 1);
+	KUNIT_EXPECT_NULL(test, tc_test_slot(t->member, TC_B));
+	KUNIT_EXPECT_NULL(test, tc_test_slot(t->member, 2 * TC_B - 1));
+	tc_expect_aliases(test, mapping, nr - 3 - TC_B, "a punch in a block");
+
+	/* So does a direct write's invalidation of one page of block 4. */
+	invalidate_inode_pages2_range(mapping, 4 * TC_B + 40, 4 * TC_B + 40);
+	KUNIT_EXPECT_NULL(test, tc_test_slot(t->member, 4 * TC_B + 9));
+	tc_expect_aliases(test, mapping, nr - 3 - 2 * TC_B,
+			  "an invalidation in a block");
+
+	filemap_clear_page_aliases(mapping);
+	tc_expect_aliases(test, mapping, 0, "the clear");
+	KUNIT_EXPECT_EQ(test, mapping->nrpages, 2UL);
+	folio_put(f);
+	folio_put(busy);
+	folio_put(tfolio);
+}
+
 static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_identical_page_becomes_alias),
 	KUNIT_CASE(tc_policy_screens_before_comparing),
@@ -566,6 +665,7 @@ static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_marks_only_empty_slots),
 	KUNIT_CASE(tc_policy_counts_every_alias),
 	KUNIT_CASE(tc_policy_aliases_a_proven_run),
+	KUNIT_CASE(tc_policy_block_aliases),
 	{}
 };
 
