@@ -1081,18 +1081,62 @@ out:
 	return true;
 }
 
-/* ->resolve, under RCU. */
-static struct folio *tc_resolve(struct address_space *mapping, pgoff_t index,
-				void *entry)
+/*
+ * Add to @fbatch, referenced, the template's uptodate order-0 folios of
+ * [@index, @last], stopping at the first page that has none or when the
+ * batch is full: one walk along the template's slots, as the read path
+ * walks a file's own. Under RCU. Returns how many were added.
+ */
+static unsigned int tc_template_folios(struct tc_file *tf, pgoff_t index,
+				       pgoff_t last, struct folio_batch *fbatch)
+{
+	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
+	struct folio *folio;
+	unsigned int n = 0;
+
+	for (folio = xas_load(&xas); folio; folio = xas_next(&xas)) {
+		if (xas_retry(&xas, folio))
+			continue;
+		if (xas.xa_index > last || xa_is_value(folio) ||
+		    xa_is_sibling(folio))
+			break;
+		if (!folio_try_get(folio))
+			goto retry;
+		if (unlikely(folio != xas_reload(&xas)))
+			goto put;
+		if (!folio_test_uptodate(folio) || folio_test_large(folio)) {
+			folio_put(folio);
+			break;
+		}
+		n++;
+		if (!folio_batch_add(fbatch, folio))
+			break;
+		continue;
+put:
+		folio_put(folio);
+retry:
+		xas_reset(&xas);
+	}
+	return n;
+}
+
+/* ->resolve, under RCU: the template's pages of [@index, @last], at once. */
+static unsigned int tc_resolve(struct address_space *mapping, pgoff_t index,
+			       pgoff_t last, void *entry,
+			       struct folio_batch *fbatch)
 {
 	struct tc_file *tf = tc_file_lookup(mapping);
-	struct folio *folio;
+	unsigned int n;
 
 	if (!tf || !tc_alias_ours(tf, entry))
-		return NULL;
-	folio = tc_template_folio(tf, index);
-	tc_count(tf->group, folio ? TC_ALIASES_RESOLVED : TC_ALIASES_LOST, 1);
-	return folio;
+		return 0;
+	n = tc_template_folios(tf, index, last, fbatch);
+	if (n)
+		tc_count(tf->group, TC_ALIASES_RESOLVED, n);
+	/* Short, and not for want of room: that page is read again. */
+	if (n < last - index + 1 && folio_batch_space(fbatch))
+		tc_count(tf->group, TC_ALIASES_LOST, 1);
+	return n;
 }
 
 /* ->broken: a write or a fault gets a private copy, made in memory. */

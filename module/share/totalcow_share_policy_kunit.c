@@ -8,7 +8,8 @@
  * binding's own aliases, only live template pages), which slots a
  * member's readahead is asked to fill (tc_mark_empty()), that each
  * mapping's alias count follows every store and removal, and what a block
- * alias (one entry for an aligned run) is to each of them.
+ * alias (one entry for an aligned run) is to each of them, resolved a
+ * run of pages at a time.
  *
  * Included at the end of totalcow-share.c (after totalcow_share_kunit.c)
  * so that the tests reach the policy's static functions. The member and
@@ -162,6 +163,20 @@ static u32 tc_test_colliding_seed(struct kunit *test, u32 seed)
 static long tc_test_stat(struct tc_policy_test *t, enum tc_stat s)
 {
 	return atomic_long_read(&t->group.stats[s]);
+}
+
+/* What a read of the one page at @index of @mapping resolves @entry to. */
+static struct folio *tc_test_resolve(struct address_space *mapping,
+				     pgoff_t index, void *entry)
+{
+	struct folio_batch fbatch;
+	unsigned int n;
+
+	folio_batch_init(&fbatch);
+	rcu_read_lock();
+	n = tc_resolve(mapping, index, index, entry, &fbatch);
+	rcu_read_unlock();
+	return n ? fbatch.folios[0] : NULL;
 }
 
 static void *tc_test_slot(struct inode *inode, pgoff_t index)
@@ -362,38 +377,28 @@ static void tc_policy_resolve_own_live_pages_only(struct kunit *test)
 	void *mine = tc_alias(&t->tf, 0);
 	struct folio *got;
 
-	rcu_read_lock();
-	got = tc_resolve(t->member->i_mapping, 4, mine);
-	rcu_read_unlock();
+	got = tc_test_resolve(t->member->i_mapping, 4, mine);
 	KUNIT_EXPECT_PTR_EQ(test, got, tfolio);
 	if (got)
 		folio_put(got);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_RESOLVED), 1);
 
-	rcu_read_lock();
-	got = tc_resolve(t->member->i_mapping, 4, tc_alias(&older, 0));
-	rcu_read_unlock();
+	got = tc_test_resolve(t->member->i_mapping, 4, tc_alias(&older, 0));
 	KUNIT_EXPECT_NULL(test, got);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_RESOLVED), 1);
 
 	/* A template page not read yet, then one reclaimed. */
-	rcu_read_lock();
-	got = tc_resolve(t->member->i_mapping, 9, mine);
-	rcu_read_unlock();
+	got = tc_test_resolve(t->member->i_mapping, 9, mine);
 	KUNIT_EXPECT_NULL(test, got);
 	truncate_inode_pages_range(t->tmpl->i_mapping, 4 * PAGE_SIZE,
 				   5 * PAGE_SIZE - 1);
-	rcu_read_lock();
-	got = tc_resolve(t->member->i_mapping, 4, mine);
-	rcu_read_unlock();
+	got = tc_test_resolve(t->member->i_mapping, 4, mine);
 	KUNIT_EXPECT_NULL(test, got);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_LOST), 2);
 	folio_put(tfolio);
 
 	/* A mapping that is no member resolves nothing. */
-	rcu_read_lock();
-	got = tc_resolve(t->tmpl->i_mapping, 4, mine);
-	rcu_read_unlock();
+	got = tc_test_resolve(t->tmpl->i_mapping, 4, mine);
 	KUNIT_EXPECT_NULL(test, got);
 }
 
@@ -572,7 +577,8 @@ static void tc_policy_aliases_a_proven_run(struct kunit *test)
  * multi-index entry above the leaves); a block that holds a folio, or is
  * not wholly selected, is aliased slot by slot. To the rest of mm a block
  * alias is every page's alias: tc_mark_empty() leaves all its pages to it,
- * tc_resolve() finds the template's page at any of them, a folio added
+ * tc_resolve() finds the template's pages at any of them, a run at
+ * once (up to a page not in memory, or a full batch), a folio added
  * inside splits it and takes only its own slot, a punch or a direct
  * write's invalidation of one of its pages drops it whole (those pages
  * are then read again), and every count is in pages.
@@ -583,8 +589,11 @@ static void tc_policy_block_aliases(struct kunit *test)
 	struct address_space *mapping = t->member->i_mapping;
 	const unsigned long nr = 5 * TC_B;
 	void *entry = tc_alias(&t->tf, TC_SIG_HASH);
-	struct folio *busy, *tfolio, *f, *got;
+	struct folio *busy, *tfolio, *t10, *t11, *f, *got;
 	unsigned long *slots, *fresh;
+	struct folio_batch fbatch;
+	unsigned int n;
+	long lost;
 
 	slots = kunit_kcalloc(test, BITS_TO_LONGS(nr), sizeof(long), GFP_KERNEL);
 	fresh = kunit_kcalloc(test, BITS_TO_LONGS(nr), sizeof(long), GFP_KERNEL);
@@ -618,13 +627,39 @@ static void tc_policy_block_aliases(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, bitmap_weight(fresh, 4 * TC_B + 3), 1U);
 	KUNIT_EXPECT_TRUE(test, test_bit(3 * TC_B + 1 - 5, fresh));
 
-	rcu_read_lock();
-	got = tc_resolve(mapping, 4 * TC_B + 9,
-			 tc_test_slot(t->member, 4 * TC_B + 9));
-	rcu_read_unlock();
+	got = tc_test_resolve(mapping, 4 * TC_B + 9,
+			      tc_test_slot(t->member, 4 * TC_B + 9));
 	KUNIT_EXPECT_PTR_EQ(test, got, tfolio);
 	if (got)
 		folio_put(got);
+
+	/* A run of a block's pages resolves at once, up to a missing page. */
+	t10 = tc_test_folio(test, t->tmpl, 4 * TC_B + 10, 10);
+	t11 = tc_test_folio(test, t->tmpl, 4 * TC_B + 11, 11);
+	folio_batch_init(&fbatch);
+	lost = tc_test_stat(t, TC_ALIASES_LOST);
+	rcu_read_lock();
+	n = tc_resolve(mapping, 4 * TC_B + 9, 4 * TC_B + 20, entry, &fbatch);
+	rcu_read_unlock();
+	KUNIT_EXPECT_EQ(test, n, 3U);
+	KUNIT_EXPECT_EQ(test, folio_batch_count(&fbatch), 3U);
+	KUNIT_EXPECT_PTR_EQ(test, fbatch.folios[0], tfolio);
+	KUNIT_EXPECT_PTR_EQ(test, fbatch.folios[2], t11);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_LOST), lost + 1);
+	folio_batch_release(&fbatch);
+	/* ... or up to a full batch, which loses nothing. */
+	folio_batch_init(&fbatch);
+	while (folio_batch_space(&fbatch) > 1)
+		folio_batch_add(&fbatch, tfolio);
+	rcu_read_lock();
+	n = tc_resolve(mapping, 4 * TC_B + 9, 4 * TC_B + 11, entry, &fbatch);
+	rcu_read_unlock();
+	KUNIT_EXPECT_EQ(test, n, 1U);
+	KUNIT_EXPECT_EQ(test, folio_batch_space(&fbatch), 0U);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_LOST), lost + 1);
+	folio_put(fbatch.folios[folio_batch_count(&fbatch) - 1]);
+	folio_put(t10);
+	folio_put(t11);
 
 	/* A write's folio inside block 0 takes its slot only. */
 	f = filemap_grab_folio(mapping, 3);
