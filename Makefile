@@ -30,7 +30,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
 	integration check check-quick demo bench bench-dm-overhead bench-registration bench-fig4 \
-	bench-fig5-8 bench-share-cost bench-share-scale bench-fleet bench-goals clean \
+	bench-fig5-8 bench-share-cost bench-resolve-cost bench-share-scale bench-fleet bench-goals clean \
 	distclean help
 
 all: kernel
@@ -121,6 +121,12 @@ bench-share-cost: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/share-cost
 
+# The read path's CPU per aliased page beyond a stock page-cache hit.
+bench-resolve-cost: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/resolve-cost
+	$(PYTHON) bench/readme
+
 # Page-cache sharing at fleet scale: N = 1..256 members, a fleet mix of
 # templates of skewed popularity; group operation times vs N (issue 15).
 bench-share-scale: $(KERNEL_BASE)
@@ -142,7 +148,7 @@ bench-goals:
 	$(PYTHON) bench/goals
 
 bench: demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-share-cost \
-	bench-share-scale bench-fleet
+	bench-resolve-cost bench-share-scale bench-fleet
 	$(PYTHON) bench/goals
 
 clean:
