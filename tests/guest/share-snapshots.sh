@@ -62,15 +62,22 @@ stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/fleet/stats; }
 touch $mnt/c9/data/file
 dd if=$mnt/template/data/file of=$mnt/c9/data/file bs=1M count=1 conv=notrunc,fsync status=none
 drop_caches
-pc0=$(page_cache_bytes); r0=$(sectors_read ubda)
+pc0=$(page_cache_bytes); r0=$(sectors_read ubda); xa0=$(xa_node_bytes)
 for i in $(seq 1 $n); do
 	[ "$(sha256sum < $mnt/c$i/data/file)" = "$want" ] || die "c$i read back wrong"
 done
-pc1=$(page_cache_bytes); r1=$(sectors_read ubda)
+pc1=$(page_cache_bytes); r1=$(sectors_read ubda); xa1=$(xa_node_bytes)
 cached=$(( $(tc_stat tc cached) * 4096 ))
 ratio() { echo "scale=3; $1 / $bytes" | bc; }
 mem=$(ratio $((pc1 - pc0))); reads=$(ratio $(((r1 - r0) * 512))); both=$(ratio $((pc1 - pc0 + cached)))
 echo "shared: page cache ${mem}x, device reads ${reads}x, page cache + dm cache ${both}x"
+# xarray nodes: the template's page cache and the dm cache's index need a
+# leaf node per 64 pages each; the members' aliases, proven aligned blocks
+# of 64 pages each in one slot (block aliases), add almost nothing. With a
+# slot per page the 8 members alone would add 8 leaf nodes per 64 pages.
+xa=$(ratio $((xa1 - xa0)))
+echo "shared: xarray nodes ${xa}x the file"
+[ "$(echo "$xa <= 0.01" | bc)" = 1 ] || die "xarray nodes grew ${xa}x the file"
 cat $groups/fleet/stats
 [ "$(echo "$mem <= 1.05" | bc)" = 1 ] || die "page cache grew ${mem}x the file"
 [ "$layer1" != dm ] || [ "$(echo "$reads <= 1.01" | bc)" = 1 ] || die "device reads ${reads}x the file"
