@@ -1024,7 +1024,8 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	 * member's own readahead stays within [@index, @last).
 	 */
 	first = round_down(index, PAGE_ALIAS_BLOCK);
-	plast = min(round_up(last, PAGE_ALIAS_BLOCK), plast);
+	plast = min3(round_up(last, PAGE_ALIAS_BLOCK), plast,
+		     first + TC_PROOF_WINDOW);	/* the bitmaps' size */
 	start = local_clock();
 	tmapping = tf->tinode->i_mapping;
 	{
