@@ -778,34 +778,43 @@ static void tc_share_page(struct tc_file *tf, struct folio *mf,
 	__tc_share_page(tf, mf, tfolio, index, &waited);
 }
 
-/* The template's uptodate order-0 folio at @index, referenced; or NULL. */
-static struct folio *tc_template_folio(struct tc_file *tf, pgoff_t index)
+/*
+ * Add to @fbatch, referenced, the template's uptodate order-0 folios of
+ * [@index, @last], stopping at the first page that has none or when the
+ * batch is full: one walk along the template's slots, as the read path
+ * walks a file's own. Under RCU. Returns how many were added.
+ */
+static unsigned int tc_template_folios(struct tc_file *tf, pgoff_t index,
+				       pgoff_t last, struct folio_batch *fbatch)
 {
 	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
 	struct folio *folio;
+	unsigned int n = 0;
 
-	rcu_read_lock();
-repeat:
-	xas_reset(&xas);
-	folio = xas_load(&xas);
-	if (xas_retry(&xas, folio))
-		goto repeat;
-	if (!folio || xa_is_value(folio))
-		goto none;
-	if (!folio_try_get(folio))
-		goto repeat;
-	if (unlikely(folio != xas_reload(&xas))) {
+	for (folio = xas_load(&xas); folio; folio = xas_next(&xas)) {
+		if (xas_retry(&xas, folio))
+			continue;
+		if (xas.xa_index > last || xa_is_value(folio) ||
+		    xa_is_sibling(folio))
+			break;
+		if (!folio_try_get(folio))
+			goto retry;
+		if (unlikely(folio != xas_reload(&xas)))
+			goto put;
+		if (!folio_test_uptodate(folio) || folio_test_large(folio)) {
+			folio_put(folio);
+			break;
+		}
+		n++;
+		if (!folio_batch_add(fbatch, folio))
+			break;
+		continue;
+put:
 		folio_put(folio);
-		goto repeat;
+retry:
+		xas_reset(&xas);
 	}
-	if (folio_test_uptodate(folio) && !folio_test_large(folio))
-		goto out;
-	folio_put(folio);
-none:
-	folio = NULL;
-out:
-	rcu_read_unlock();
-	return folio;
+	return n;
 }
 
 /*
@@ -1082,45 +1091,6 @@ out:
 	return true;
 }
 
-/*
- * Add to @fbatch, referenced, the template's uptodate order-0 folios of
- * [@index, @last], stopping at the first page that has none or when the
- * batch is full: one walk along the template's slots, as the read path
- * walks a file's own. Under RCU. Returns how many were added.
- */
-static unsigned int tc_template_folios(struct tc_file *tf, pgoff_t index,
-				       pgoff_t last, struct folio_batch *fbatch)
-{
-	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, index);
-	struct folio *folio;
-	unsigned int n = 0;
-
-	for (folio = xas_load(&xas); folio; folio = xas_next(&xas)) {
-		if (xas_retry(&xas, folio))
-			continue;
-		if (xas.xa_index > last || xa_is_value(folio) ||
-		    xa_is_sibling(folio))
-			break;
-		if (!folio_try_get(folio))
-			goto retry;
-		if (unlikely(folio != xas_reload(&xas)))
-			goto put;
-		if (!folio_test_uptodate(folio) || folio_test_large(folio)) {
-			folio_put(folio);
-			break;
-		}
-		n++;
-		if (!folio_batch_add(fbatch, folio))
-			break;
-		continue;
-put:
-		folio_put(folio);
-retry:
-		xas_reset(&xas);
-	}
-	return n;
-}
-
 /* ->resolve, under RCU: the template's pages of [@index, @last], at once. */
 static unsigned int tc_resolve(struct address_space *mapping, pgoff_t index,
 			       pgoff_t last, void *entry,
@@ -1158,8 +1128,14 @@ static void tc_broken(struct address_space *mapping, struct folio *folio,
 		if (sp)
 			WRITE_ONCE(sp->sig, READ_ONCE(sp->sig) | TC_SIG_PRIVATE);
 		tc_count(tf->group, TC_COW_BREAKS, 1);
-		if (!folio_test_large(folio))
-			tfolio = tc_template_folio(tf, folio->index);
+		if (!folio_test_large(folio)) {
+			struct folio_batch fbatch;
+
+			folio_batch_init(&fbatch);
+			if (tc_template_folios(tf, folio->index, folio->index,
+					       &fbatch))
+				tfolio = fbatch.folios[0];
+		}
 	}
 	rcu_read_unlock();
 	if (tfolio) {
