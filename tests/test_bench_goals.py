@@ -23,7 +23,9 @@ def write_rec(config, model, fmib, wmib, ms, pc):
             "write_bytes": wmib * MIB, "elapsed_ms": ms, "page_cache_bytes": pc}
 
 
-def goals(files):
+def goals(files, status=None):
+    """The table's rows by scenario; the status summary is appended to
+    @status when given."""
     with tempfile.TemporaryDirectory() as d:
         for name, doc in files.items():
             with open(os.path.join(d, name), "w") as f:
@@ -35,6 +37,9 @@ def goals(files):
                               "--results", d], capture_output=True, text=True, check=True)
         with open(os.path.join(d, "goals.md")) as f:
             assert f.read().strip() == out.stdout.strip()
+        if status is not None:
+            with open(os.path.join(d, "status.md")) as f:
+                status.append(f.read())
     return {line.split(" | ")[0].lstrip("| "): line.split(" | ")
             for line in out.stdout.splitlines() if line.startswith("| ")}
 
@@ -47,13 +52,14 @@ def test_figures_and_verdicts():
                for c in ("btrfs", "overlayfs", "totalcow") for n in (1, 2, 4)]
     writes = [write_rec("btrfs", "ram", 1024, w, 100, w * MIB) for w in (2, 16)] + \
         [write_rec("totalcow", "ram", 1024, w, t, w * MIB) for w, t in ((2, 104), (16, 90))]
+    status = []
     rows = goals({
         "fig4-paper.json": {"meta": {"snapshots": [8], "size_mib": 256}, "records": paper},
         "fig4.json": {"meta": {"snapshots": [1, 2, 4]}, "records": scaling},
         "fig5-8.json": {"meta": {"models": ["ram"]}, "records": writes},
         "registration.jsonl": [{"test": "register-tree", "method": "fs-tree",
                                 "files": 100000, "seconds": 2.5}],
-    })
+    }, status)
     mem = rows["Fig. 4: 8 snapshots of a 256 MiB file read once: memory (x file)"]
     assert mem[1:4] == ["8.000", "1.000", "1.020"] and mem[5] == "met"
     t = rows["same: time vs overlayfs, modelled disk (hdd)"]
@@ -66,6 +72,15 @@ def test_figures_and_verdicts():
     assert reg[3] == "2.50 (2.50..2.50, 1 run)" and reg[5] == "**missed**"
     fleet = [r for k, r in rows.items() if k.startswith("LXC fleet")][0]
     assert fleet[5] == "not run"
+    # The README's summary counts what the table judges and names every
+    # row that misses or was not run, with its figure and source.
+    verdicts = [r[5] for r in rows.values()]
+    met, missed = verdicts.count("met"), verdicts.count("**missed**")
+    absent = verdicts.count("not run")
+    text = status[0]
+    assert f"**{met} of {met + missed + absent} met**, {missed} missed, {absent} not run" in text
+    assert "- missed: same: time vs overlayfs, modelled disk (hdd): 1.10 (goal <= 1.02" in text
+    assert text.count("\n- missed: ") == missed and text.count("\n- not run: ") == absent
 
 
 def test_warm_writes_allow_the_written_bytes():

@@ -1,5 +1,6 @@
-"""bench/readme: bench/README.md's generated sections are the committed
-results' tables, byte for byte; a stale or missing source is reported."""
+"""bench/readme: the generated sections of bench/README.md and README.md
+are the committed results' tables and status, byte for byte; a stale or
+missing source is reported."""
 
 import os
 import subprocess
@@ -32,9 +33,9 @@ def test_a_stale_section_is_rewritten_and_a_missing_source_named():
         body = "##" + body
     text = ("intro\n" + HEAD.format("share-scale.md") + "typed by hand\n" + END
             + "\nmiddle\n" + HEAD.format("nosuch.md") + "old\n" + END + "\n")
-    new, stale, missing = readme.render(text)
+    new, stale, missing = readme.render(text, os.path.join(TOP, "bench"))
     assert stale == ["results/share-scale.md"] and missing == ["results/nosuch.md"]
     assert new == ("intro\n" + HEAD.format("share-scale.md") + body + END
                    + "\nmiddle\n" + HEAD.format("nosuch.md") + "old\n" + END + "\n")
-    again, stale, _ = readme.render(new)
+    again, stale, _ = readme.render(new, os.path.join(TOP, "bench"))
     assert again == new and stale == []
