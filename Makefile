@@ -89,6 +89,7 @@ check-quick: kernel lint kunit
 demo: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/demo
+	$(PYTHON) bench/readme
 
 # dm-totalcow: bypass overhead vs dm-linear, hit vs miss (fio, bench/fio/).
 bench-dm-overhead: $(KERNEL_BASE)
@@ -109,12 +110,14 @@ bench-fig4: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fig4 --name fig4-paper --snapshots 8 --size-mib 256 --readers dd
 	$(PYTHON) bench/fig4
+	$(PYTHON) bench/readme
 
 # Paper Figs. 5-8: overwrites of 2 MiB .. 1 GiB, fdatasync; time, page
 # cache, disk reads and allocation; RAM-backed and modelled hard disk.
 bench-fig5-8: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fig5-8
+	$(PYTHON) bench/readme
 
 # Page-cache sharing: CPU per shared page, signature screens (issue 5).
 bench-share-cost: $(KERNEL_BASE)
