@@ -62,10 +62,15 @@ xa_node_bytes() {
 }
 
 # Bytes of per-page signatures all sharing groups hold now (the sum of
-# their policy_bytes; 0 without groups).
+# their policy_bytes; 0 without groups). Succeeds without groups too, so
+# that it can stand in an assignment under set -e -o pipefail.
 policy_bytes() {
-	cat /sys/kernel/mm/totalcow/groups/*/stats 2>/dev/null |
-		awk '$1 == "policy_bytes" { s += $2 } END { printf "%.0f\n", s }'
+	local f stats=()
+	for f in /sys/kernel/mm/totalcow/groups/*/stats; do
+		[ -e "$f" ] && stats+=("$f")
+	done
+	[ ${#stats[@]} -gt 0 ] || { echo 0; return 0; }
+	awk '$1 == "policy_bytes" { s += $2 } END { printf "%.0f\n", s }' "${stats[@]}"
 }
 
 # --- dm-totalcow ---------------------------------------------------------
