@@ -3,6 +3,7 @@ document records about its run."""
 
 import json
 import os
+import subprocess
 import sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,3 +47,15 @@ def test_one_memory_definition():
     old = {"page_cache_bytes": 1000, "tc_cache_bytes": 200, "tc_meta_bytes": 7}
     assert benchlib.memory_bytes(old) == 1207
     assert benchlib.memory_bytes({"page_cache_bytes": 1, "tc_cache_bytes": 2}) == 3
+
+
+def test_policy_bytes_without_groups_stands_in_an_assignment():
+    """The guest helper that adds the groups' signature arrays to memory
+    prints 0 and succeeds where no group exists (the host has none), also
+    in an assignment under set -e -o pipefail, where the fleet scenarios
+    use it: it used to fail there and end the scenario without a word."""
+    r = subprocess.run(["bash", "-c", '. tests/vm/lib.sh; rec=(policy_bytes "$(policy_bytes)"); '
+                        'echo "${rec[1]}"'], cwd=TOP, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"
+
