@@ -46,8 +46,16 @@ def slope(xs, ys):
 
 
 def git_describe():
-    return subprocess.run(["git", "-C", TOP, "describe", "--always", "--dirty"],
-                          capture_output=True, text=True).stdout.strip()
+    """The commit the tree is at, with -dirty if a file other than a
+    results file differs from it: bench/results/ is what runs write (an
+    earlier run of the same make bench, or this run's own records written
+    as it goes), not what they measure."""
+    def git(*args):
+        return subprocess.run(["git", "-C", TOP, *args], capture_output=True,
+                              text=True).stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":(exclude)bench/results")
+    return git("describe", "--always") + ("-dirty" if dirty else "")
 
 
 def machine():

@@ -59,3 +59,22 @@ def test_policy_bytes_without_groups_stands_in_an_assignment():
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "0"
 
+
+def test_commit_is_dirty_for_sources_not_for_results(tmp_path, monkeypatch):
+    """A run's own results files (written as it goes, or by an earlier run
+    of make bench) do not make its commit -dirty; a changed source does."""
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "r.json").write_text("{}")
+    (tmp_path / "src").write_text("a")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    monkeypatch.setattr(benchlib, "TOP", str(tmp_path))
+    clean = benchlib.git_describe()
+    assert clean and not clean.endswith("-dirty")
+    (tmp_path / "bench" / "results" / "r.json").write_text('{"records": []}')
+    assert benchlib.git_describe() == clean
+    (tmp_path / "src").write_text("b")
+    assert benchlib.git_describe() == clean + "-dirty"
