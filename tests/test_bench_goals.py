@@ -138,3 +138,38 @@ def test_dm_layer_share_scale_and_registration_rows():
     assert per[3] == "0.00003" and per[5] == "met"
     r = [r for k, r in rows.items() if k.startswith("register")][0]
     assert r[3] == "1.50 (1.00..3.00, 3 runs)" and r[5] == "met"
+
+
+def test_dm_concurrency_rows():
+    """Issue 13 item 5 from bench/dm-concurrency: the new kernel's worst
+    disk reads, and its read time against the baseline's, per repeat, with
+    a cell where every new run is slower than every baseline run missing
+    the goal even when the mean is below 1."""
+    def rec(kernel, rep, n, reader, ms, reads_x=1.0):
+        return {"kernel": kernel, "repeat": rep, "config": "totalcow-dm", "model": "hdd",
+                "reader": reader, "snapshots": n, "file_bytes": MIB,
+                "disk_read_bytes": int(reads_x * MIB), "elapsed_ms": ms}
+
+    def doc(slow_dd):
+        recs = []
+        for rep in (1, 2, 3):
+            for n in (1, 8):
+                recs += [rec("new", rep, n, "fio", 90), rec("baseline", rep, n, "fio", 100,
+                                                            reads_x=n * 0.9)]
+                recs += [rec("new", rep, n, "dd", 104 + rep if slow_dd else 100),
+                         rec("baseline", rep, n, "dd", 100)]
+        return {"meta": {"baseline_label": "c9c97eb"}, "records": recs}
+
+    rows = goals({"dm-concurrency.json": doc(False)})
+    reads = [r for k, r in rows.items() if k.startswith("dm layer alone")][0]
+    assert reads[3] == "1.000" and reads[5] == "met"
+    t = [r for k, r in rows.items() if k.startswith("same: read time vs the dm layer of "
+                                                     "c9c97eb")][0]
+    # fio 0.90 in two cells, dd 1.00 in two: geometric mean 0.95.
+    assert t[3] == "0.95; 0 of 4 cells slower beyond the spread" and t[5] == "met"
+    rows = goals({"dm-concurrency.json": doc(True)})
+    t = [r for k, r in rows.items() if k.startswith("same: read time vs the dm layer")][0]
+    # dd: 105..107 new against 100 baseline, in both cells.
+    assert t[3].endswith("2 of 4 cells slower beyond the spread") and t[5] == "**missed**"
+    rows = goals({})
+    assert [r for k, r in rows.items() if k.startswith("dm layer alone")][0][5] == "not run"

@@ -53,6 +53,18 @@ json_kv() {
 	echo "$out}"
 }
 
+# now_us VAR: the wall clock in microseconds, into VAR, without a fork:
+# in UML a $(date ...) costs 10-70 ms, more than some of what is timed.
+now_us() {
+	local t=$EPOCHREALTIME
+	printf -v "$1" '%s' "${t/[.,]/}"
+}
+
+# us_ms US: microseconds as milliseconds with three decimals.
+us_ms() {
+	printf '%d.%03d\n' $(($1 / 1000)) $(($1 % 1000))
+}
+
 # Bytes in the xarray node slab (radix_tree_node): the slots of every page
 # cache (a sharing member's alias slots included) and the dm cache's index.
 # Its growth over a run is kernel memory that run made the page cache and
