@@ -96,6 +96,7 @@ enum tc_stat {
 	TC_FILES_BOUND_BY_EXTENTS,
 	TC_SHARE_WAIT_NS,
 	TC_MEMBERS_JOINED,
+	TC_COW_COPIES,
 	TC_NR_STATS
 };
 
@@ -104,7 +105,7 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",
 	"memcmp_mismatches", "compares", "cow_breaks", "share_ns",
 	"mmaps_shared", "mmaps_private", "files_bound_by_extents",
-	"share_wait_ns", "members_joined",
+	"share_wait_ns", "members_joined", "cow_copies",
 };
 
 /*
@@ -1110,9 +1111,15 @@ static unsigned int tc_resolve(struct address_space *mapping, pgoff_t index,
 	return n;
 }
 
-/* ->broken: a write or a fault gets a private copy, made in memory. */
+/*
+ * ->broken: a write or a fault gets a private copy, made in memory; a
+ * write that overwrites the whole page (@overwrite) gets a page of its
+ * own and no copy, which it would overwrite. A folio left not uptodate is
+ * safe whoever reads it: the member's own data at @folio's offset, which
+ * the file system reads, is what the template's page holds.
+ */
 static void tc_broken(struct address_space *mapping, struct folio *folio,
-		      void *entry)
+		      void *entry, bool overwrite)
 {
 	struct folio *tfolio = NULL;
 	struct tc_file *tf;
@@ -1128,13 +1135,15 @@ static void tc_broken(struct address_space *mapping, struct folio *folio,
 		if (sp)
 			WRITE_ONCE(sp->sig, READ_ONCE(sp->sig) | TC_SIG_PRIVATE);
 		tc_count(tf->group, TC_COW_BREAKS, 1);
-		if (!folio_test_large(folio)) {
+		if (!overwrite && !folio_test_large(folio)) {
 			struct folio_batch fbatch;
 
 			folio_batch_init(&fbatch);
 			if (tc_template_folios(tf, folio->index, folio->index,
-					       &fbatch))
+					       &fbatch)) {
 				tfolio = fbatch.folios[0];
+				tc_count(tf->group, TC_COW_COPIES, 1);
+			}
 		}
 	}
 	rcu_read_unlock();

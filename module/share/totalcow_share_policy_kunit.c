@@ -340,11 +340,12 @@ static void tc_policy_break_copies_the_template(struct kunit *test)
 	copy = folio_alloc(GFP_KERNEL, 0);
 	KUNIT_ASSERT_NOT_NULL(test, copy);
 	copy->index = 5;
-	tc_broken(t->member->i_mapping, copy, entry);
+	tc_broken(t->member->i_mapping, copy, entry, false);
 	KUNIT_EXPECT_TRUE(test, folio_test_uptodate(copy));
 	KUNIT_EXPECT_EQ(test, memcmp(folio_address(copy),
 				     folio_address(tfolio), PAGE_SIZE), 0);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_BREAKS), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_COPIES), 1);
 	KUNIT_EXPECT_TRUE(test, tc_sigs(&t->tf, 5, 0)->sig & TC_SIG_PRIVATE);
 	/* The template's page is not the copy's: a write stays private. */
 	KUNIT_EXPECT_PTR_NE(test, copy, tfolio);
@@ -352,9 +353,10 @@ static void tc_policy_break_copies_the_template(struct kunit *test)
 	stale = folio_alloc(GFP_KERNEL | __GFP_ZERO, 0);
 	KUNIT_ASSERT_NOT_NULL(test, stale);
 	stale->index = 6;
-	tc_broken(t->member->i_mapping, stale, tc_alias(&older, 0));
+	tc_broken(t->member->i_mapping, stale, tc_alias(&older, 0), false);
 	KUNIT_EXPECT_FALSE(test, folio_test_uptodate(stale));
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_BREAKS), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_COPIES), 1);
 	want = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, want);
 	KUNIT_EXPECT_EQ(test, memcmp(folio_address(stale), want, PAGE_SIZE), 0);
@@ -362,6 +364,59 @@ static void tc_policy_break_copies_the_template(struct kunit *test)
 	folio_put(copy);
 	folio_put(stale);
 	folio_put(tfolio);
+}
+
+/*
+ * A write that overwrites the whole page (FGP_OVERWRITE) breaks the alias
+ * without a copy: the folio is left not uptodate (its bytes untouched, as
+ * the writer's are still to come), the page is marked private and the
+ * break counted, no copy counted. A partial write of the next page copies.
+ */
+static void tc_policy_break_for_an_overwrite_copies_nothing(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct folio *tfolio = tc_test_folio(test, t->tmpl, 5, 55);
+	struct folio *tnext = tc_test_folio(test, t->tmpl, 6, 66);
+	struct folio *mf = tc_test_folio(test, t->member, 5, 55);
+	struct folio *mnext = tc_test_folio(test, t->member, 6, 66);
+	struct folio *whole, *part;
+	void *entry, *next, *zero;
+
+	tc_share_page(&t->tf, mf, tfolio, 5);
+	tc_share_page(&t->tf, mnext, tnext, 6);
+	folio_put(mf);
+	folio_put(mnext);
+	entry = tc_test_slot(t->member, 5);
+	next = tc_test_slot(t->member, 6);
+	KUNIT_ASSERT_TRUE(test, xa_is_page_alias(entry));
+	KUNIT_ASSERT_TRUE(test, xa_is_page_alias(next));
+
+	whole = folio_alloc(GFP_KERNEL | __GFP_ZERO, 0);
+	KUNIT_ASSERT_NOT_NULL(test, whole);
+	whole->index = 5;
+	tc_broken(t->member->i_mapping, whole, entry, true);
+	KUNIT_EXPECT_FALSE(test, folio_test_uptodate(whole));
+	zero = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, zero);
+	KUNIT_EXPECT_EQ(test, memcmp(folio_address(whole), zero, PAGE_SIZE), 0);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_BREAKS), 1);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_COPIES), 0);
+	KUNIT_EXPECT_TRUE(test, tc_sigs(&t->tf, 5, 0)->sig & TC_SIG_PRIVATE);
+
+	part = folio_alloc(GFP_KERNEL, 0);
+	KUNIT_ASSERT_NOT_NULL(test, part);
+	part->index = 6;
+	tc_broken(t->member->i_mapping, part, next, false);
+	KUNIT_EXPECT_TRUE(test, folio_test_uptodate(part));
+	KUNIT_EXPECT_EQ(test, memcmp(folio_address(part), folio_address(tnext),
+				     PAGE_SIZE), 0);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_BREAKS), 2);
+	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COW_COPIES), 1);
+
+	folio_put(whole);
+	folio_put(part);
+	folio_put(tfolio);
+	folio_put(tnext);
 }
 
 /*
@@ -696,6 +751,7 @@ static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_screens_before_comparing),
 	KUNIT_CASE(tc_policy_leaves_busy_pages_alone),
 	KUNIT_CASE(tc_policy_break_copies_the_template),
+	KUNIT_CASE(tc_policy_break_for_an_overwrite_copies_nothing),
 	KUNIT_CASE(tc_policy_resolve_own_live_pages_only),
 	KUNIT_CASE(tc_policy_marks_only_empty_slots),
 	KUNIT_CASE(tc_policy_counts_every_alias),

@@ -1,0 +1,95 @@
+#!/bin/bash
+# Writes into pages a member aliases (mm-patches/0010): a buffered write
+# that covers a whole page breaks its alias without copying the template's
+# page (cow_breaks, no cow_copies); a page a write covers in part, and a
+# write through a shared mapping, still get the copy, so that no partial
+# write reads the disk. After every kind of write, after fsync and after
+# drop_caches the member reads back exactly what was written over the
+# template's bytes, and the template and another member are unchanged.
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
+mnt=/mnt/btrfs
+stats=/sys/kernel/mm/totalcow/groups/ow/stats
+
+tc_btrfs tc /dev/ubda $mnt
+btrfs -q subvolume create $mnt/template
+make_file $mnt/template/file 8 overwrite-template
+btrfs property set $mnt/template ro true
+btrfs -q subvolume snapshot $mnt/template $mnt/c1
+btrfs -q subvolume snapshot $mnt/template $mnt/c2
+sync
+ctl group create ow $mnt/template || die "group create"
+ctl group add ow $mnt/c1 $mnt/c2 || die "group add"
+drop_caches
+want=$(sha256sum < $mnt/template/file)
+for c in c1 c2; do
+	[ "$(sha256sum < $mnt/$c/file)" = "$want" ] || die "$c read back wrong"
+done
+stat_of() { awk -v k="$1" '$1 == k { print $2 }' $stats; }
+cat $stats
+[ "$(stat_of aliases_proven)" -ge 4096 ] || die "c1 and c2 are not aliased"
+[ -n "$(stat_of cow_copies)" ] || die "no cow_copies counter"
+
+# expect WHAT BREAKS COPIES: the counters moved by exactly that much
+# since the last call.
+b0=$(stat_of cow_breaks) c0=$(stat_of cow_copies)
+expect() {
+	local b c
+	b=$(stat_of cow_breaks) c=$(stat_of cow_copies)
+	echo "overwrite: $1: cow_breaks +$((b - b0)), cow_copies +$((c - c0))"
+	[ $((b - b0)) = "$2" ] && [ $((c - c0)) = "$3" ] ||
+		die "$1: want cow_breaks +$2, cow_copies +$3"
+	b0=$b c0=$c
+}
+
+# Each write goes to c1 and to /tmp/model (a plain copy on tmpfs), from
+# one process: the offsets and bytes are the same.
+cp $mnt/template/file /tmp/model
+write_at() { # WHAT OFFSET LENGTH (random bytes, one pwrite)
+	python3 - "$mnt/c1/file" /tmp/model "$2" "$3" <<'PY' || die "$1: write"
+import os, sys
+data = os.urandom(int(sys.argv[4]))
+for path in sys.argv[1:3]:
+    fd = os.open(path, os.O_WRONLY)
+    assert os.pwrite(fd, data, int(sys.argv[3])) == len(data)
+    os.close(fd)
+PY
+}
+page=4096
+write_at "1 MiB, aligned" $((2 << 20)) $((1 << 20))
+expect "1 MiB, aligned" 256 0
+write_at "one whole page" $(((6 << 20) + 2 * page)) $page
+expect "one whole page" 1 0
+write_at "100 bytes inside a page" $(((4 << 20) + 10)) 100
+expect "100 bytes inside a page" 1 1
+# Pages 1280 (from byte 100), 1281 (whole), 1282 (to byte 99).
+write_at "two pages from inside a page" $(((5 << 20) + 100)) $((2 * page))
+expect "two pages from inside a page" 3 2
+write_at "the end of a page to the start of the next" $(((7 << 20) - 10)) 20
+expect "the end of a page to the start of the next" 2 2
+
+# A write through a shared mapping: the fault breaks the alias with a copy.
+python3 - $mnt/c1/file /tmp/model $((3 << 20)) <<'PY' || die "mmap write"
+import mmap, sys
+off = int(sys.argv[3])
+for path in sys.argv[1:3]:
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        m[off + 7:off + 12] = b"MMAP!"
+        m.flush()
+PY
+expect "a shared mapping" 1 1
+
+check() { # WHEN
+	cmp $mnt/c1/file /tmp/model || die "$1: c1 differs from its model"
+	for f in $mnt/template/file $mnt/c2/file; do
+		[ "$(sha256sum < $f)" = "$want" ] || die "$1: $f changed"
+	done
+}
+check "before fsync"
+sync
+check "after fsync"
+drop_caches
+check "after drop_caches"
+echo "overwrite: every write read back right"
+ctl group del ow || die "group del"
+check "after the group's deletion"
