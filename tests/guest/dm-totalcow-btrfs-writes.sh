@@ -7,7 +7,7 @@
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 
 tc_create tc /dev/ubda cache_size 100%
-mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
+mkfs.btrfs -q -f -K /dev/mapper/tc >/dev/null 2>&1
 mnt=/mnt/btrfs
 mkdir -p $mnt
 mount /dev/mapper/tc $mnt

@@ -17,7 +17,7 @@ groups=/sys/kernel/mm/totalcow/groups
 data_mib=8	# per data file; 4 files
 
 tc_create tc /dev/ubda cache_size 100%
-mkfs.btrfs -q -f /dev/mapper/tc
+mkfs.btrfs -q -f -K /dev/mapper/tc
 mount /dev/mapper/tc $lxcpath
 echo "lxc.net.0.type = empty" > /tmp/net.conf
 

@@ -25,7 +25,7 @@ home=$top/home/$name
 lxcpath=$home/.local/share/lxc
 
 tc_create tc /dev/ubda cache_size 100%
-mkfs.btrfs -q -f /dev/mapper/tc
+mkfs.btrfs -q -f -K /dev/mapper/tc
 # Unprivileged lxc-destroy deletes its btrfs subvolumes with
 # BTRFS_IOC_SNAP_DESTROY, which needs user_subvol_rm_allowed (docs/lxc.md).
 mkdir -p $top && mount -o user_subvol_rm_allowed /dev/mapper/tc $top

@@ -23,7 +23,7 @@ nspawn=(systemd-nspawn --register=no --keep-unit --quiet --pipe)
 
 [ -d $machines ] || die "$machines missing (package systemd-container)"
 tc_create tc /dev/ubda cache_size 100%
-mkfs.btrfs -q -f /dev/mapper/tc
+mkfs.btrfs -q -f -K /dev/mapper/tc
 mount /dev/mapper/tc $machines
 
 # The image: busybox, an os-release (nspawn refuses a tree without one),

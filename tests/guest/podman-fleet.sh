@@ -24,7 +24,7 @@ podman=(podman --storage-driver btrfs --root $top/storage --runroot /run/podman
 	--cgroup-manager cgroupfs --events-backend file)
 
 tc_create tc /dev/ubda cache_size 100%
-mkfs.btrfs -q -f /dev/mapper/tc
+mkfs.btrfs -q -f -K /dev/mapper/tc
 mkdir -p $top && mount /dev/mapper/tc $top
 "${podman[@]}" info --format '{{.Store.GraphDriverName}}' | grep -qx btrfs ||
 	die "podman has no btrfs storage driver"

@@ -10,7 +10,7 @@
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-mkfs.btrfs -q -f /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
+mkfs.btrfs -q -f -K /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
 mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
 
 btrfs -q subvolume create $mnt/S

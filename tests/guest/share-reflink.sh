@@ -24,7 +24,7 @@ mib=${1:-64}
 n=${2:-8}
 bytes=$((mib << 20))
 
-mkfs.btrfs -q -f /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
+mkfs.btrfs -q -f -K /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
 mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data

@@ -31,8 +31,8 @@ want=$(sha256sum < $mnt/template/big | cut -d' ' -f1)
 # Detectors armed with short thresholds (the debug kernel has both) from
 # here on, for the reads, the stats read, the removal and the delete: a
 # CPU that does not schedule for 6 s, a task blocked for 20 s, is a splat.
-# Not during the setup: mkfs.btrfs discards the whole disk image in one
-# host call, which stalls UML's only CPU for seconds on a busy host.
+# Not during the setup, whose bulk I/O can stall UML's only CPU for
+# seconds on a busy host.
 if [ -e /proc/sys/kernel/watchdog_thresh ] && [ -e /proc/sys/kernel/hung_task_timeout_secs ]; then
 	echo 3 > /proc/sys/kernel/watchdog_thresh
 	echo 20 > /proc/sys/kernel/hung_task_timeout_secs

@@ -23,7 +23,7 @@ extents() { cat "$tpl/$1/extents"; }
 # 1. RAID1 over the totalcow device and a plain disk: add needs --device;
 # refresh uses the device recorded at add.
 tc_create tc /dev/ubda
-mkfs.btrfs -q -f -d raid1 -m raid1 /dev/mapper/tc /dev/ubdb >/dev/null 2>&1
+mkfs.btrfs -q -f -K -d raid1 -m raid1 /dev/mapper/tc /dev/ubdb >/dev/null 2>&1
 btrfs device scan /dev/mapper/tc /dev/ubdb >/dev/null
 mount /dev/mapper/tc $mnt
 mkdir -p $mnt/t $mnt/empty
@@ -117,7 +117,7 @@ umount $mnt
 
 # 5. A single-device file system whose device node btrfs names is gone:
 # a clear refusal, not a crash.
-mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
+mkfs.btrfs -q -f -K /dev/mapper/tc >/dev/null 2>&1
 mount /dev/mapper/tc $mnt
 make_file $mnt/f 1 f
 sync

@@ -11,7 +11,7 @@ mnt=/mnt/btrfs
 mkdir -p $mnt
 
 tc_create tc /dev/ubda cache_size 100%
-mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
+mkfs.btrfs -q -f -K /dev/mapper/tc >/dev/null 2>&1
 mount /dev/mapper/tc $mnt
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/usr/lib $mnt/template/etc

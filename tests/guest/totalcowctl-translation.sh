@@ -46,7 +46,7 @@ compare() { # LABEL REF-OPTIONS...
 
 # 1. single data profile
 tc_create tc /dev/ubda
-mkfs.btrfs -q -f -d single -m dup /dev/mapper/tc >/dev/null 2>&1
+mkfs.btrfs -q -f -K -d single -m dup /dev/mapper/tc >/dev/null 2>&1
 mount /dev/mapper/tc $mnt
 populate
 compare single
@@ -55,7 +55,7 @@ ctl template add x $mnt/t --dry-run --device /dev/mapper/tc > /dev/null 2>/tmp/n
 umount $mnt
 
 # 2. DUP data: both copies are on the device and both are registered.
-mkfs.btrfs -q -f -d dup -m dup /dev/mapper/tc >/dev/null 2>&1
+mkfs.btrfs -q -f -K -d dup -m dup /dev/mapper/tc >/dev/null 2>&1
 mount /dev/mapper/tc $mnt
 populate
 compare dup --all-mirrors
@@ -66,7 +66,7 @@ umount $mnt
 
 # 3. RAID1 over the totalcow device and a plain disk: only the copies on
 # the totalcow device are registered, and the tool says so.
-mkfs.btrfs -q -f -d raid1 -m raid1 /dev/mapper/tc /dev/ubdb >/dev/null 2>&1
+mkfs.btrfs -q -f -K -d raid1 -m raid1 /dev/mapper/tc /dev/ubdb >/dev/null 2>&1
 btrfs device scan /dev/mapper/tc /dev/ubdb >/dev/null
 mount /dev/mapper/tc $mnt
 populate
@@ -78,7 +78,7 @@ grep -q "multi-device" /tmp/err || die "raid1: unclear refusal: $(cat /tmp/err)"
 umount $mnt
 
 # 4. Compressed files: registered from their disk address.
-mkfs.btrfs -q -f /dev/mapper/tc >/dev/null 2>&1
+mkfs.btrfs -q -f -K /dev/mapper/tc >/dev/null 2>&1
 mount -o compress-force=zstd /dev/mapper/tc $mnt
 mkdir -p $mnt/t
 (yes "compressible line of text for the zstd test" || true) | head -c 20M > $mnt/t/text
@@ -108,7 +108,7 @@ PY
 umount $mnt
 
 # 5. A file system that is not on the totalcow device is refused.
-mkfs.btrfs -q -f /dev/ubdb >/dev/null 2>&1
+mkfs.btrfs -q -f -K /dev/ubdb >/dev/null 2>&1
 mount /dev/ubdb $mnt
 mkdir -p $mnt/t && make_file $mnt/t/f 1 other
 rc=0; ctl template add x $mnt/t --device /dev/mapper/tc -q 2>/tmp/err || rc=$?

@@ -100,14 +100,14 @@ tc_create() {
 tc_btrfs() {
 	local name=$1 lower=$2 mnt=$3; shift 3
 	tc_create "$name" "$lower" "$@"
-	mkfs.btrfs -q -f "/dev/mapper/$name" >/dev/null 2>&1 || die "mkfs.btrfs on $name"
+	mkfs.btrfs -q -f -K "/dev/mapper/$name" >/dev/null 2>&1 || die "mkfs.btrfs on $name"
 	mkdir -p "$mnt"
 	mount "/dev/mapper/$name" "$mnt"
 }
 
 # btrfs_mount DEV MNT: a new btrfs straight on DEV (no dm device), at MNT.
 btrfs_mount() {
-	mkfs.btrfs -q -f "$1" >/dev/null 2>&1 || die "mkfs.btrfs on $1"
+	mkfs.btrfs -q -f -K "$1" >/dev/null 2>&1 || die "mkfs.btrfs on $1"
 	mkdir -p "$2" && mount "$1" "$2" || die "mount $1 on $2"
 }
 
