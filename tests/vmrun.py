@@ -40,9 +40,11 @@ class VMResult:
 
 
 def run_vm(script, *args, debug=True, disks=("2G",), mem="4G", timeout=900,
-           kunit=None, name=None, extra=()):
+           kunit=None, name=None, extra=(), disk_dir=None):
     """Run SCRIPT (relative to the repository) in a fresh VM; never raises on
-    a failing guest: callers assert on .status and print .explain()."""
+    a failing guest: callers assert on .status and print .explain().
+    DISK_DIR: where tests/vm/run makes (and afterwards deletes) the disk
+    images; default the run's own directory."""
     os.makedirs(os.path.join(BUILD, "runs"), exist_ok=True)
     outdir = tempfile.mkdtemp(prefix=f"{name or os.path.basename(script or 'kunit')}-",
                               dir=os.path.join(BUILD, "runs"))
@@ -51,6 +53,8 @@ def run_vm(script, *args, debug=True, disks=("2G",), mem="4G", timeout=900,
         cmd.append("--debug")
     for d in disks:
         cmd += ["-d", d]
+    if disk_dir:
+        cmd += ["--disk-dir", disk_dir]
     if kunit:
         cmd += ["--kunit", kunit]
     cmd += list(extra)
