@@ -4,8 +4,10 @@ import importlib.machinery
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 from vmrun import BUILD, RUNNER, TOP, run_vm
 
@@ -57,6 +59,40 @@ def test_disks_and_output_directory():
     with open(r.path("from-guest.txt")) as f:
         assert f.read() == "guest was here\n"
     assert os.path.getsize(r.path("dmesg.txt")) > 0
+
+
+def test_disks_in_a_disk_directory_are_removed_afterwards():
+    """--disk-dir (bench/fig5-8 puts its images on /dev/shm): the guest sees
+    the disks as without it, the runner deletes the images when it exits,
+    whatever the script's status, and no image is left in the run directory."""
+    with tempfile.TemporaryDirectory() as disks:
+        r = run_vm("tests/guest/write-disk.sh", debug=False, disks=("64M", "1G"),
+                   timeout=120, disk_dir=disks)
+        assert r.status == 0, r.explain()
+        with open(r.path("disk-sizes")) as f:
+            assert f.read().split() == [str(64 << 20), str(1 << 30)]
+        assert os.listdir(disks) == []
+        assert not [n for n in os.listdir(r.outdir) if n.endswith(".img")]
+        r = run_vm("tests/guest/exit-with.sh", "7", debug=False, disks=("64M",),
+                   timeout=120, disk_dir=disks)
+        assert r.status == 7, r.explain()
+        assert os.listdir(disks) == []
+        # Stopped from outside (a bench driver killed): the images go too.
+        with tempfile.TemporaryDirectory() as out:
+            p = subprocess.Popen([RUNNER, "-q", "-o", out, "-d", "64M", "--disk-dir", disks,
+                                  os.path.join(TOP, "tests/guest/sleep-forever.sh")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(os.path.join(out, "console.log")) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(os.listdir(disks)) == 1
+            p.terminate()
+            assert p.wait(timeout=60) == 128 + signal.SIGTERM
+        assert os.listdir(disks) == []
+    r = run_vm("tests/guest/exit-with.sh", "0", debug=False, disks=("64M",), timeout=120,
+               disk_dir=os.path.join(TOP, "no-such-directory"))
+    assert r.status == 2 and "no such directory" in r.stderr, r.explain()
 
 
 def test_checkout_and_output_under_paths_the_guest_mounts_over():
