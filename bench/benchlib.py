@@ -37,6 +37,15 @@ def stat(values):
     return (statistics.median(v), min(v), max(v)) if v else None
 
 
+def per_repeat_ratios(recs, base, key="elapsed_ms"):
+    """@key of each record over @base's record of the same repeat. The
+    configurations of one repeat run back to back in the same VM: what
+    slows a whole repeat (the host, the guest's background work) slows them
+    alike and cancels here, where a ratio of medians keeps it."""
+    b = {r["repeat"]: r[key] for r in base}
+    return [r[key] / b[r["repeat"]] for r in recs if b.get(r["repeat"])]
+
+
 def slope(xs, ys):
     """Least-squares slope of ys over xs (NaN if every x is the same)."""
     xs, ys = list(xs), list(ys)
@@ -67,6 +76,26 @@ def machine():
                 mem_kib = int(line.split()[1])
                 break
     return {"cores": os.cpu_count(), "mem_kib": mem_kib, "loadavg": os.getloadavg()}
+
+
+def add_cpu_option(ap):
+    """--cpu N: the VM on one host CPU (see pin_cpu())."""
+    ap.add_argument("--cpu", type=int,
+                    help="run the VM on this host CPU only (sched_setaffinity; default: "
+                    "anywhere). On a virtual host UML's cost per I/O depends on whether "
+                    "its threads wake each other across CPUs: unpinned, runs of the same "
+                    "device flip between about 10k and 40k IOPS")
+
+
+def pin_cpu(ap, cpu):
+    """Run this process, and so the VM and its I/O threads, on host CPU
+    @cpu only (None: leave it); a CPU this process may not use is an
+    argument error."""
+    if cpu is None:
+        return
+    if cpu not in os.sched_getaffinity(0):
+        ap.error(f"--cpu {cpu}: not a CPU this process may run on")
+    os.sched_setaffinity(0, {cpu})
 
 
 def run_meta(name, **fields):

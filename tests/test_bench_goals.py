@@ -18,9 +18,10 @@ def read_rec(config, n, model, reader, mem_x, reads_x, ms):
             "tc_meta_bytes": 0, "disk_read_bytes": int(reads_x * size), "elapsed_ms": ms}
 
 
-def write_rec(config, model, fmib, wmib, ms, pc):
+def write_rec(config, model, fmib, wmib, ms, pc, repeat=1):
     return {"config": config, "model": model, "state": "cold", "file_bytes": fmib * MIB,
-            "write_bytes": wmib * MIB, "elapsed_ms": ms, "page_cache_bytes": pc}
+            "write_bytes": wmib * MIB, "elapsed_ms": ms, "page_cache_bytes": pc,
+            "repeat": repeat}
 
 
 def goals(files, status=None):
@@ -100,6 +101,31 @@ def test_warm_writes_allow_the_written_bytes():
     # 330 MiB against 256 + 64: 1.031, over the 1.01 allowed.
     assert pc[3] == "1.031" and pc[5] == "**missed**"
     assert not [k for k in rows if k.startswith("Figs. 5-6: 2 MiB")]
+
+
+def test_write_time_is_judged_per_repeat():
+    """Figs. 5-6: each repeat's time over stock btrfs' in the same repeat,
+    the median over the repeats. Repeats 3 and 4 were slow for both (the
+    host was busy): the ratio of the medians (49 / 30 = 1.63) would blame
+    TotalCOW for them; per repeat it is 1.02, and the one repeat where only
+    TotalCOW was slow is outvoted."""
+    bt = [30, 30, 48, 48, 30]
+    tc = [30.6, 30.6, 48.96, 48.96, 49]
+    writes = []
+    for rep, (b, t) in enumerate(zip(bt, tc), 1):
+        writes += [write_rec("btrfs", "ram", 256, 16, b, 256 * MIB, rep),
+                   write_rec("totalcow", "ram", 256, 16, t, 256 * MIB, rep)]
+    rows = goals({"fig5-8.json": {"meta": {"models": ["ram"]}, "records": writes}})
+    t = [r for k, r in rows.items() if k.startswith("Figs. 5-6: 2 MiB")][0]
+    assert "median of per-repeat ratios" in t[0]
+    assert t[3] == "1.02" and t[5] == "met"
+    # TotalCOW slow in three repeats of five: missed.
+    for rec in writes:
+        if rec["config"] == "totalcow" and rec["repeat"] in (1, 2):
+            rec["elapsed_ms"] = 40
+    rows = goals({"fig5-8.json": {"meta": {"models": ["ram"]}, "records": writes}})
+    t = [r for k, r in rows.items() if k.startswith("Figs. 5-6: 2 MiB")][0]
+    assert t[3] == "1.33" and t[5] == "**missed**"
 
 
 def test_dm_layer_share_scale_and_registration_rows():
