@@ -92,6 +92,11 @@ kernel_meta_bytes() {
 	     END { printf "%.0f\n", (s + v) * 1024 }' /proc/meminfo
 }
 
+# writes_done DISK: write requests completed so far by block device DISK.
+writes_done() {
+	awk '{ print $5 }' "/sys/block/$1/stat"
+}
+
 # sectors_written DISK: sectors (512 B) written so far to block device DISK.
 sectors_written() {
 	awk '{ print $7 }' "/sys/block/$1/stat"
