@@ -117,7 +117,7 @@ bench-fig4: $(KERNEL_BASE)
 # cache, disk reads and allocation; RAM-backed and modelled hard disk.
 bench-fig5-8: $(KERNEL_BASE)
 	@tests/vm/install-deps
-	$(PYTHON) bench/fig5-8
+	$(PYTHON) bench/fig5-8 --cpu $$(($$(nproc) - 1))
 	$(PYTHON) bench/readme
 
 # Page-cache sharing: CPU per shared page, signature screens (issue 5).
