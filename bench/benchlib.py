@@ -67,15 +67,31 @@ def git_describe():
     return git("describe", "--always") + ("-dirty" if dirty else "")
 
 
-def machine():
-    """The host a run was measured on, and how busy it was at the end."""
-    mem_kib = 0
-    with open("/proc/meminfo") as f:
+def _proc_field(path, key):
+    """The value of the first "KEY: value" line of @path ("" if none)."""
+    with open(path) as f:
         for line in f:
-            if line.startswith("MemTotal:"):
-                mem_kib = int(line.split()[1])
-                break
-    return {"cores": os.cpu_count(), "mem_kib": mem_kib, "loadavg": os.getloadavg()}
+            name, sep, value = line.partition(":")
+            if sep and name.strip() == key:
+                return value.strip()
+    return ""
+
+
+def machine():
+    """The host a run was measured on (its CPU model and kernel too: the
+    same code's ratios moved by 2x between two hosts of this project), and
+    how busy it was at the end."""
+    mem = _proc_field("/proc/meminfo", "MemTotal")
+    return {"cores": os.cpu_count(), "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
+            "host_kernel": os.uname().release, "mem_kib": int(mem.split()[0]) if mem else 0,
+            "loadavg": os.getloadavg()}
+
+
+def machine_label(meta):
+    """"2 cores (AMD EPYC)": the host of a run's @meta, its CPU model where
+    the run recorded one."""
+    model = meta.get("cpu_model")
+    return f"{meta.get('cores', '?')} cores" + (f" ({model})" if model else "")
 
 
 def add_cpu_option(ap):
