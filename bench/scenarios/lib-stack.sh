@@ -4,7 +4,11 @@
 # on, and the per-configuration setup of overlayfs, the dm layer and
 # page-cache sharing. Sourced after tests/vm/lib.sh.
 #
-# Stack: /dev/ubdX [-> dm-delay] -> dm device (linear | totalcow) -> btrfs.
+# Stack: /dev/ubdX [-> split] [-> dm-delay] -> dm device (linear | totalcow)
+# -> btrfs.
+
+# Sectors of the largest request the modelled disk is charged for at once.
+DISK_MODEL_CHUNK=128
 
 # disk_model DISK DELAY_MS MBPS: put the disk model under DISK and print
 # the device to build on. The ubd image lives in the host's page cache, so
@@ -13,11 +17,26 @@
 # writes of this script and everything it starts from then on to MBPS MB/s
 # on DISK (cgroup v2 io.max, one cgroup "disk-model" for all disks). Both
 # together are a crude model of the paper's hard disks (~150 MB/s, ~8 ms).
+#
+# With MBPS > 0 every bio is also cut into pieces of at most
+# DISK_MODEL_CHUNK sectors (64 KiB) before it reaches DISK ($DISK-split, a
+# one-stripe dm-striped target): io.max charges a bio whole before it lets
+# any of it through, and the split into requests happens after that. A
+# 64 MiB writeback bio (btrfs builds one when the pages are physically
+# contiguous, as freshly allocated pages often are) waited 0.45 s and was
+# then written as 532 requests one after the other, where a disk streams
+# them while the rest waits: the time of a write depended on where its
+# pages happened to lie in memory (bench/README.md, "Disk models").
 disk_model() {
 	local disk=$1 delay_ms=$2 mbps=$3 sectors lower=/dev/$1
 	sectors=$(blockdev --getsz "/dev/$disk")
+	if [ "$mbps" != 0 ]; then
+		dmsetup create "$disk-split" --table \
+			"0 $sectors striped 1 $DISK_MODEL_CHUNK /dev/$disk 0"
+		lower=/dev/mapper/$disk-split
+	fi
 	if [ "$delay_ms" != 0 ]; then
-		dmsetup create "$disk-delay" --table "0 $sectors delay /dev/$disk 0 $delay_ms"
+		dmsetup create "$disk-delay" --table "0 $sectors delay $lower 0 $delay_ms"
 		lower=/dev/mapper/$disk-delay
 	fi
 	if [ "$mbps" != 0 ]; then
@@ -35,6 +54,7 @@ disk_model() {
 # disk_model_off DISK: remove what disk_model set up (devices above it first).
 disk_model_off() {
 	[ ! -e "/dev/mapper/$1-delay" ] || dmsetup remove "$1-delay"
+	[ ! -e "/dev/mapper/$1-split" ] || dmsetup remove "$1-split"
 }
 
 # unthrottled CMD...: run CMD outside the io.max cgroup (checks that are
