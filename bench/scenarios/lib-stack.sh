@@ -31,6 +31,8 @@ disk_model() {
 	local disk=$1 delay_ms=$2 mbps=$3 sectors lower=/dev/$1
 	sectors=$(blockdev --getsz "/dev/$disk")
 	if [ "$mbps" != 0 ]; then
+		# dm-striped wants whole chunks: a partial one at the end is left out.
+		sectors=$((sectors - sectors % DISK_MODEL_CHUNK))
 		dmsetup create "$disk-split" --table \
 			"0 $sectors striped 1 $DISK_MODEL_CHUNK /dev/$disk 0"
 		lower=/dev/mapper/$disk-split
