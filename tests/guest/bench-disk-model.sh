@@ -6,8 +6,8 @@
 # the time of a write would depend on how large the file system's bios
 # are. A 1 MiB O_DIRECT read through the model must reach the disk as 16
 # bios of 64 KiB (io.stat of the model's cgroup counts each bio the disk
-# gets); with the bio charged whole it was 9 (the bio, then the 8 pieces
-# the disk's 127 KiB request limit cut it into).
+# gets); with the bio charged whole it was 9 (the bio and the pieces the
+# disk's 127 KiB request limit cut it into, as io.stat counts them).
 set -euo pipefail
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 . "$TOTALCOW_TOP/bench/scenarios/lib-stack.sh"
