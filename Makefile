@@ -21,6 +21,7 @@ TREE := $(B)/linux
 TREE_STAMP := $(TREE)/.totalcow-tree
 KERNEL_BASE := $(B)/uml-base/linux
 KERNEL_DEBUG := $(B)/uml-debug/linux
+KERNEL_TRACE := $(B)/uml-trace/linux
 OOT := $(B)/oot
 
 # Everything the kernels are built from, besides the Linux tree itself.
@@ -28,9 +29,9 @@ GRAFTED := $(shell find module sysfs -type f 2>/dev/null)
 KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
-.PHONY: all deps tree kernel kernel-base kernel-debug kunit modules lint \
+.PHONY: all deps tree kernel kernel-base kernel-debug kernel-trace kunit modules lint \
 	integration check check-quick demo bench bench-dm-overhead bench-registration bench-fig4 \
-	bench-fig5-8 bench-share-cost bench-resolve-cost bench-share-scale bench-fleet bench-goals clean \
+	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale bench-fleet bench-goals clean \
 	distclean help
 
 all: kernel
@@ -51,6 +52,8 @@ $(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare
 kernel: kernel-base kernel-debug
 kernel-base: $(KERNEL_BASE)
 kernel-debug: $(KERNEL_DEBUG)
+# The base kernel with block tracepoints, for bench-write-phases only.
+kernel-trace: $(KERNEL_TRACE)
 
 $(B)/uml-%/linux: $(TREE_STAMP) $(GRAFTED) $(KCONFIGS) tests/vm/build-kernel
 	tests/vm/build-kernel $(B) $*
@@ -120,6 +123,15 @@ bench-fig5-8: $(KERNEL_BASE)
 	$(PYTHON) bench/fig5-8 --cpu $$(($$(nproc) - 1))
 	$(PYTHON) bench/readme
 
+# Where an overwrite's fdatasync spends its time on the modelled disk: the
+# wait before btrfs's first bio, and the I/O after it (block traces).
+bench-write-phases: $(KERNEL_TRACE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/fig5-8 --trace --name write-phases --states cold,warm --sizes 256 \
+		--big-mib 256 --writes 16,256 --configs btrfs,overlayfs,totalcow --models hdd \
+		--repeats 3 --cpu $$(($$(nproc) - 1))
+	$(PYTHON) bench/readme
+
 # Page-cache sharing: CPU per shared page, signature screens (issue 5).
 bench-share-cost: $(KERNEL_BASE)
 	@tests/vm/install-deps
@@ -151,8 +163,8 @@ bench-fleet: $(KERNEL_BASE)
 bench-goals:
 	$(PYTHON) bench/goals
 
-bench: demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-share-cost \
-	bench-resolve-cost bench-share-scale bench-fleet
+bench: demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-write-phases \
+	bench-share-cost bench-resolve-cost bench-share-scale bench-fleet
 	$(PYTHON) bench/goals
 
 clean:

@@ -1,5 +1,6 @@
-"""bench/fig5-8's table: ratios from the records, and the control column
-(warm writes against stock btrfs cold) only in runs that have both states."""
+"""bench/fig5-8's tables: ratios from the records, the control column
+(warm writes against stock btrfs cold) only in runs that have both states,
+and the fdatasync phases of a traced run (bench/scenarios/write-phases)."""
 
 import importlib.machinery
 import importlib.util
@@ -10,15 +11,20 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIB = 2**20
 
 
-def load_fig5_8():
-    path = os.path.join(TOP, "bench", "fig5-8")
-    if os.path.dirname(path) not in sys.path:
-        sys.path.insert(0, os.path.dirname(path))  # benchlib, as when run
-    loader = importlib.machinery.SourceFileLoader("fig5_8", path)
-    spec = importlib.util.spec_from_loader("fig5_8", loader)
+def load_script(name, rel):
+    """The Python script at @rel (no .py name) as a module."""
+    loader = importlib.machinery.SourceFileLoader(name, os.path.join(TOP, *rel.split("/")))
+    spec = importlib.util.spec_from_loader(name, loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod
+
+
+def load_fig5_8():
+    bench = os.path.join(TOP, "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)  # benchlib, as when it runs
+    return load_script("fig5_8", "bench/fig5-8")
 
 
 def rec(config, state, repeat, ms):
@@ -71,3 +77,40 @@ def test_a_warm_only_run_has_no_control_column():
     warm, header = rows(table, "hdd, warm")
     assert "btrfs cold" not in header
     assert warm[1][4] == "1.04 (1.04..1.04)"
+
+
+TRACE = """\
+# tracer: nop
+      sw-46 [000] .....    10.000000: block_bio_queue: 254,1 WS 100 + 8 [sw]
+ python3-7  [000] .....    10.100000: tracing_mark_write: timed-write open
+ python3-7  [000] .....    10.106000: tracing_mark_write: timed-write fdatasync
+ python3-7  [000] .....    10.107000: block_bio_queue: 254,1 WSM 200 + 32 [python3]
+ python3-7  [000] .....    10.115000: block_bio_queue: 254,4 WS 300 + 2048 [python3]
+ python3-7  [000] .....    10.115500: block_bio_queue: 254,1 WS 300 + 2048 [python3]
+ python3-7  [000] .....    10.116000: block_bio_queue: 254,1 WS 2348 + 30720 [python3]
+ kworker-9  [000] .....    10.200000: block_bio_queue: 254,1 FWS 0 + 0 [kworker]
+ python3-7  [000] .....    10.260000: tracing_mark_write: timed-write done
+ python3-7  [000] .....    10.270000: block_bio_queue: 254,1 WS 9000 + 8 [python3]
+"""
+
+
+def test_write_phases_cut_fdatasync_at_the_first_data_bio():
+    wp = load_script("write_phases", "bench/scenarios/write-phases")
+    # Before fdatasync, metadata, another device, flushes and after the
+    # end: not counted. First data bio 9.5 ms after the start.
+    assert wp.phases(TRACE.splitlines(), "254,1") == (9500, 144500, 2, 15360)
+    assert wp.phases(TRACE.splitlines(), "254,4") == (9000, 145000, 1, 1024)
+    assert wp.phases(TRACE.splitlines(), "254,2") is None
+    no_end = [line for line in TRACE.splitlines() if "done" not in line]
+    assert wp.phases(no_end, "254,1") is None
+
+
+def test_traced_runs_get_a_phase_table():
+    f = load_fig5_8()
+    recs = [dict(rec("btrfs", "warm", i, 100), fdatasync_ms=90 + i, fdatasync_wait_ms=1.0 + i,
+                 fdatasync_io_ms=89.0, data_bios=9, max_bio_kib=7444) for i in (1, 2, 3)]
+    meta = dict(META, states=["warm"], configs=["btrfs"])
+    md = f.phase_table(recs, meta)
+    row = next(line for line in md.splitlines() if line.startswith("| hdd, warm | 16 MiB, 2 MiB"))
+    assert row.split(" | ")[3:5] == ["92.0 (91.0..93.0)", "3.0 (2.0..4.0)"]
+    assert f.phase_table([rec("btrfs", "warm", 1, 100)], meta) == ""
