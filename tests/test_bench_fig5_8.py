@@ -98,8 +98,8 @@ def test_write_phases_cut_fdatasync_at_the_first_data_bio():
     wp = load_script("write_phases", "bench/scenarios/write-phases")
     # Before fdatasync, metadata, another device, flushes and after the
     # end: not counted. First data bio 9.5 ms after the start.
-    assert wp.phases(TRACE.splitlines(), "254,1") == (9500, 144500, 2, 15360)
-    assert wp.phases(TRACE.splitlines(), "254,4") == (9000, 145000, 1, 1024)
+    assert wp.phases(TRACE.splitlines(), "254,1") == (9500, 144500, 2, 15360, 16384)
+    assert wp.phases(TRACE.splitlines(), "254,4") == (9000, 145000, 1, 1024, 1024)
     assert wp.phases(TRACE.splitlines(), "254,2") is None
     no_end = [line for line in TRACE.splitlines() if "done" not in line]
     assert wp.phases(no_end, "254,1") is None

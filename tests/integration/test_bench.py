@@ -124,3 +124,33 @@ def test_figs5_8_scenario_counts(writes):
         # with both layers (admit second) one read admits nothing.
         tc = f if c == "totalcow-dm" and state == "warm" else 0
         assert rec["tc_cache_bytes"] == tc, rec
+
+
+
+def test_figs5_8_trace_cuts_fdatasync_at_the_first_bio():
+    """--trace (the debug kernel has the block tracepoints too): every
+    write gets its fdatasync cut in two parts that add up to it, and the
+    data bios the trace counted are exactly the bytes written."""
+    r = passed(run_vm("bench/scenarios/snapshot-write", "--sizes", "4", "--big-mib", "4",
+                      "--writes", "1,4", "--states", "cold,warm", "--configs", "btrfs,totalcow",
+                      "--trace", *MODEL, disks=("1200M", "512M"), name="bench-write-trace"))
+    recs = r.records()
+    assert len(recs) == 3 * 2 * 2     # (4, 2), (4, 1), (4, 4); 2 configs; 2 states
+    for rec in recs:
+        assert rec["ok"] == 1, rec
+        assert rec["data_bio_kib"] == rec["write_bytes"] // 1024, rec
+        assert 1 <= rec["data_bios"] and rec["max_bio_kib"] <= rec["data_bio_kib"], rec
+        parts = rec["fdatasync_wait_ms"] + rec["fdatasync_io_ms"]
+        assert abs(parts - rec["fdatasync_ms"]) <= 0.1 * rec["fdatasync_ms"] + 5, rec
+
+
+def test_figs5_8_trace_wants_the_trace_kernel():
+    """--trace on a kernel without block tracepoints (the base kernel)
+    stops at once and says which kernel it wants, instead of measuring
+    without a trace."""
+    r = run_vm("bench/scenarios/snapshot-write", "--sizes", "2", "--big-mib", "2",
+               "--writes", "2", "--configs", "btrfs", "--trace", *MODEL, debug=False,
+               disks=("1200M", "512M"), name="bench-write-notrace")
+    assert r.status == 1, r.explain()
+    assert "--trace wants a kernel with block tracepoints (make kernel-trace)" in r.console
+    assert r.records() == []
