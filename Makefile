@@ -31,8 +31,8 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kernel-trace kunit modules lint \
 	integration check check-quick demo bench bench-dm-overhead bench-registration bench-fig4 \
-	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale bench-fleet bench-goals clean \
-	distclean help
+	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
+	bench-fleet bench-goals clean distclean help
 
 all: kernel
 
