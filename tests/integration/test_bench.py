@@ -124,6 +124,10 @@ def test_figs5_8_scenario_counts(writes):
         # with both layers (admit second) one read admits nothing.
         tc = f if c == "totalcow-dm" and state == "warm" else 0
         assert rec["tc_cache_bytes"] == tc, rec
+    # Stock btrfs's file system and TotalCOW's are alike: a larger one has
+    # larger data chunks, so one write allocates a chunk (and its fdatasync
+    # commits the transaction) on one file system and not on the other.
+    assert len({r["fs_bytes"] for r in writes}) == 1, {r["fs_bytes"] for r in writes}
 
 
 
