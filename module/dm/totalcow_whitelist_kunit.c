@@ -335,34 +335,43 @@ static void tc_expect_model(struct kunit *test, const struct tc_range *r,
 	KUNIT_EXPECT_TRUE(test, bitmap_equal(got, bits, TC_MODEL_BITS));
 }
 
-static void tc_wl_ranges_match_bitmap_model(struct kunit *test)
-{
+/*
+ * The model's working set: on the test's stack it made a 1.5 KiB frame
+ * under KASAN (over the debug kernel's FRAME_WARN of 1024).
+ */
+struct tc_model_work {
 	DECLARE_BITMAP(ba, TC_MODEL_BITS);
 	DECLARE_BITMAP(bb, TC_MODEL_BITS);
 	DECLARE_BITMAP(want, TC_MODEL_BITS);
 	struct tc_range a[12], b[12], out[24];
+};
+
+static void tc_wl_ranges_match_bitmap_model(struct kunit *test)
+{
+	struct tc_model_work *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
 	struct rnd_state rnd;
 	unsigned int iter, na, nb, n;
 
+	KUNIT_ASSERT_NOT_NULL(test, w);
 	prandom_seed_state(&rnd, 20151227);
 	for (iter = 0; iter < 2000; iter++) {
-		bitmap_zero(ba, TC_MODEL_BITS);
-		bitmap_zero(bb, TC_MODEL_BITS);
-		na = tc_random_ranges(&rnd, a, ba);
-		nb = tc_random_ranges(&rnd, b, bb);
-		tc_expect_model(test, a, na, ba);
+		bitmap_zero(w->ba, TC_MODEL_BITS);
+		bitmap_zero(w->bb, TC_MODEL_BITS);
+		na = tc_random_ranges(&rnd, w->a, w->ba);
+		nb = tc_random_ranges(&rnd, w->b, w->bb);
+		tc_expect_model(test, w->a, na, w->ba);
 
-		n = tc_ranges_union(a, na, b, nb, out);
-		bitmap_or(want, ba, bb, TC_MODEL_BITS);
-		tc_expect_model(test, out, n, want);
+		n = tc_ranges_union(w->a, na, w->b, nb, w->out);
+		bitmap_or(w->want, w->ba, w->bb, TC_MODEL_BITS);
+		tc_expect_model(test, w->out, n, w->want);
 
-		n = tc_ranges_subtract(a, na, b, nb, out);
-		bitmap_andnot(want, ba, bb, TC_MODEL_BITS);
-		tc_expect_model(test, out, n, want);
+		n = tc_ranges_subtract(w->a, na, w->b, nb, w->out);
+		bitmap_andnot(w->want, w->ba, w->bb, TC_MODEL_BITS);
+		tc_expect_model(test, w->out, n, w->want);
 
-		bitmap_andnot(want, bb, ba, TC_MODEL_BITS);
-		KUNIT_EXPECT_EQ(test, tc_ranges_contain(a, na, b, nb),
-				bitmap_empty(want, TC_MODEL_BITS));
+		bitmap_andnot(w->want, w->bb, w->ba, TC_MODEL_BITS);
+		KUNIT_EXPECT_EQ(test, tc_ranges_contain(w->a, na, w->b, nb),
+				bitmap_empty(w->want, TC_MODEL_BITS));
 		if (test->status == KUNIT_FAILURE)
 			break;
 	}
