@@ -70,6 +70,20 @@ def test_warm_rows_compare_with_stock_btrfs_cold():
     assert all(len(r) == len(header.strip("|").split("|")) for r in cold)
 
 
+def test_the_table_counts_the_writes_that_committed():
+    """The last column: how many of a row's timed writes had a btrfs
+    transaction commit in them (a commit on one file system only made
+    the two stacks' times incomparable)."""
+    f = load_fig5_8()
+    recs = [dict(rec("btrfs", "warm", 1, 100), commits=0),
+            dict(rec("btrfs", "warm", 2, 100), commits=2),
+            dict(rec("totalcow", "warm", 1, 100), commits=1),
+            dict(rec("totalcow", "warm", 2, 100), commits=1)]
+    warm, header = rows(f.table(recs, dict(META, states=["warm"])), "hdd, warm")
+    assert header.rstrip().endswith("| writes that committed |")
+    assert [r[-1] for r in warm] == ["1/2", "2/2"]
+
+
 def test_a_warm_only_run_has_no_control_column():
     f = load_fig5_8()
     recs = [rec("btrfs", "warm", 1, 100), rec("totalcow", "warm", 1, 104)]
