@@ -21,6 +21,7 @@ TREE := $(B)/linux
 TREE_STAMP := $(TREE)/.totalcow-tree
 KERNEL_BASE := $(B)/uml-base/linux
 KERNEL_DEBUG := $(B)/uml-debug/linux
+KERNEL_PREEMPT := $(B)/uml-preempt/linux
 KERNEL_TRACE := $(B)/uml-trace/linux
 OOT := $(B)/oot
 
@@ -29,7 +30,7 @@ GRAFTED := $(shell find module sysfs -type f 2>/dev/null)
 KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
-.PHONY: all deps tree kernel kernel-base kernel-debug kernel-trace kunit modules lint \
+.PHONY: all deps tree kernel kernel-base kernel-debug kernel-preempt kernel-trace kunit modules lint \
 	integration check check-quick demo bench bench-dm-overhead bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
@@ -49,9 +50,11 @@ $(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare
 	tests/vm/prepare-tree $(B)
 	@touch $@
 
-kernel: kernel-base kernel-debug
+kernel: kernel-base kernel-debug kernel-preempt
 kernel-base: $(KERNEL_BASE)
 kernel-debug: $(KERNEL_DEBUG)
+# The debug kernel with CONFIG_PREEMPT: races whose window holds no sleep.
+kernel-preempt: $(KERNEL_PREEMPT)
 # The base kernel with block tracepoints, for bench-write-phases only.
 kernel-trace: $(KERNEL_TRACE)
 
@@ -75,7 +78,7 @@ modules:
 lint: $(KERNEL_BASE)
 	tests/vm/lint $(B)
 
-integration: $(KERNEL_BASE) $(KERNEL_DEBUG)
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT)
 	@tests/vm/install-deps
 	$(PYTHON) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS) tests
 

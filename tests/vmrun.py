@@ -40,16 +40,20 @@ class VMResult:
 
 
 def run_vm(script, *args, debug=True, disks=("2G",), mem="4G", timeout=900,
-           kunit=None, name=None, extra=(), disk_dir=None):
+           kunit=None, name=None, extra=(), disk_dir=None, preempt=False):
     """Run SCRIPT (relative to the repository) in a fresh VM; never raises on
     a failing guest: callers assert on .status and print .explain().
+    PREEMPT: boot the preemptible debug kernel (make kernel-preempt) instead
+    of the debug one.
     DISK_DIR: where tests/vm/run makes (and afterwards deletes) the disk
     images; default the run's own directory."""
     os.makedirs(os.path.join(BUILD, "runs"), exist_ok=True)
     outdir = tempfile.mkdtemp(prefix=f"{name or os.path.basename(script or 'kunit')}-",
                               dir=os.path.join(BUILD, "runs"))
     cmd = [RUNNER, "-q", "-o", outdir, "-m", mem, "-t", str(timeout)]
-    if debug:
+    if preempt:
+        cmd.append("--preempt")
+    elif debug:
         cmd.append("--debug")
     for d in disks:
         cmd += ["-d", d]
