@@ -97,6 +97,7 @@ enum tc_stat {
 	TC_SHARE_WAIT_NS,
 	TC_MEMBERS_JOINED,
 	TC_COW_COPIES,
+	TC_PROOFS_STALE,
 	TC_NR_STATS
 };
 
@@ -105,7 +106,7 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",
 	"memcmp_mismatches", "compares", "cow_breaks", "share_ns",
 	"mmaps_shared", "mmaps_private", "files_bound_by_extents",
-	"share_wait_ns", "members_joined", "cow_copies",
+	"share_wait_ns", "members_joined", "cow_copies", "proofs_stale",
 };
 
 /*
@@ -886,11 +887,22 @@ static bool tc_proof_changed(struct tc_file *tf, u64 version)
  * system records as the template's own bytes (tc_btrfs_same_extents()) to
  * the template's pages, which are uptodate by now: no read of the member's
  * blocks at all. Only empty slots: a folio there may hold data that is not
- * on disk yet. Under the member's i_rwsem no truncate, punch, fallocate,
- * reflink or buffered write passes; a direct write that began before the
- * proof bumped i_version or holds i_dio_count, and one that begins after it
- * invalidates the page cache (aliases included) before and after its I/O.
- * If either moved meanwhile, the aliases go again.
+ * on disk yet. The proof and the store are one step with respect to every
+ * change of the member (docs/design.md, "A proof and its store"):
+ *  - Under the member's i_rwsem no truncate, punch, fallocate, reflink,
+ *    dedupe or buffered write passes.
+ *  - A folio that leaves the page cache (written back and dropped,
+ *    reclaimed, invalidated) bumps the mapping's removal count under the
+ *    i_pages lock; it is read before the extents and checked under that
+ *    lock by the store, which stores nothing if it moved. So each slot
+ *    aliased was empty from before the extents were read until the store:
+ *    whatever it held before had been written back, and what the extents
+ *    say is what the file holds there. A folio that enters an empty slot
+ *    meanwhile (a fault, another reader) keeps its slot.
+ *  - A direct write that began before the proof bumped i_version or holds
+ *    i_dio_count; one that begins after it invalidates the page cache
+ *    (aliases included) before and after its I/O. If either moved
+ *    meanwhile, the aliases go again.
  *
  * Return: the number of aliases installed.
  */
@@ -899,13 +911,14 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 {
 	DECLARE_BITMAP(proven, TC_PROOF_WINDOW);
 	struct address_space *mapping = tf->mapping;
-	unsigned long n = 0;
+	unsigned long n = 0, seq;
 	u64 version;
 	long ret;
 
 	if (!tc_proof_lock(tf, &version))
 		return 0;
 	filemap_invalidate_lock_shared(mapping);
+	seq = filemap_page_alias_seq(mapping);
 	if (!tc_btrfs_same_extents(mapping->host, tf->tinode, index,
 				   last - index, proven))
 		goto unlock;
@@ -917,7 +930,9 @@ static unsigned long tc_alias_proven(struct tc_file *tf, pgoff_t index,
 	 */
 	bitmap_and(proven, proven, live, last - index);
 	ret = filemap_add_page_aliases(mapping, index, last - index, proven,
-				       tc_alias(tf, TC_SIG_HASH));
+				       tc_alias(tf, TC_SIG_HASH), seq);
+	if (ret == -EAGAIN)
+		tc_count(tf->group, TC_PROOFS_STALE, 1);
 	n = ret > 0 ? ret : 0;
 	if (n && (tc_proof_changed(tf, version) || tc_alias_fence(tf))) {
 		filemap_clear_page_aliases(mapping);
