@@ -65,6 +65,54 @@ int tc_btrfs_hold_readonly(struct inode *dir)
 	return err;
 }
 
+/**
+ * tc_btrfs_subvol_writer - a file of a subvolume that is or may be written
+ * @dir: the root directory of a read-only subvolume
+ *
+ * btrfs refuses to open a file of a read-only subvolume for writing, but a
+ * descriptor opened before the subvolume was made read-only (or a shared
+ * writable mapping it made) keeps writing. Looks for such a file among the
+ * subvolume's inodes in memory (a file not in memory has neither a writer
+ * nor dirty pages): one open for writing, or with pages dirty or under
+ * writeback. The walk holds only RCU (btrfs inodes are freed after a grace
+ * period) and yields every XA_CHECK_SCHED inodes, so that a subvolume of
+ * millions of cached inodes costs time, not latency.
+ *
+ * Return: the inode number of the first such file, or 0 if none.
+ */
+u64 tc_btrfs_subvol_writer(struct inode *dir)
+{
+	struct btrfs_root *root = BTRFS_I(dir)->root;
+	XA_STATE(xas, &root->inodes, 0);
+	struct btrfs_inode *bi;
+	unsigned int n = 0;
+	u64 ino = 0;
+
+	rcu_read_lock();
+	xas_for_each(&xas, bi, ULONG_MAX) {
+		struct inode *inode;
+
+		if (xas_retry(&xas, bi))
+			continue;
+		inode = &bi->vfs_inode;
+		if (S_ISREG(inode->i_mode) &&
+		    (atomic_read(&inode->i_writecount) > 0 ||
+		     mapping_tagged(inode->i_mapping, PAGECACHE_TAG_DIRTY) ||
+		     mapping_tagged(inode->i_mapping, PAGECACHE_TAG_WRITEBACK))) {
+			ino = btrfs_ino(bi);
+			break;
+		}
+		if (++n % XA_CHECK_SCHED)
+			continue;
+		xas_pause(&xas);
+		rcu_read_unlock();
+		cond_resched();
+		rcu_read_lock();
+	}
+	rcu_read_unlock();
+	return ino;
+}
+
 /* Let the subvolume of @dir be made writable or deleted again. */
 void tc_btrfs_release_readonly(struct inode *dir)
 {

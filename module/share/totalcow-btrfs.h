@@ -14,6 +14,7 @@
 bool tc_btrfs_is_subvol_root(struct inode *dir);
 int tc_btrfs_hold_readonly(struct inode *dir);
 void tc_btrfs_release_readonly(struct inode *dir);
+u64 tc_btrfs_subvol_writer(struct inode *dir);
 int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
 u64 tc_btrfs_subvol_id(struct inode *inode);
 int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops);

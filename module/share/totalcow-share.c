@@ -636,6 +636,21 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 		path_put(tp);
 		return -ENOENT;
 	}
+	/*
+	 * No writer now, and none can come while the binding lives. A
+	 * writer that came before (through a descriptor opened before the
+	 * template was made read-only: btrfs checks that at open only) may
+	 * have left data in the template's page cache that is not in its
+	 * extents yet; the extent proof would then license its pages for
+	 * members whose extents are the old ones. Not now: at a later miss,
+	 * once it is on disk (and in new extents of the template's own).
+	 */
+	if (mapping_tagged(t->i_mapping, PAGECACHE_TAG_DIRTY) ||
+	    mapping_tagged(t->i_mapping, PAGECACHE_TAG_WRITEBACK)) {
+		atomic_inc(&t->i_writecount);
+		path_put(tp);
+		return -EBUSY;
+	}
 	return 0;
 }
 
@@ -663,8 +678,11 @@ static struct tc_file *tc_file_bind(struct file *file,
 	}
 	err = tc_template_of(file, g, m, &tp, &by_extents);
 	if (err) {
-		/* Out of memory: not shared now, asked again at the next miss. */
-		if (err != -ENOMEM) {
+		/*
+		 * Out of memory, or the template file's data not on disk yet:
+		 * not shared now, asked again at the next miss.
+		 */
+		if (err != -ENOMEM && err != -EBUSY) {
 			tc_count(g, TC_FILES_REFUSED, 1);
 			set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
 		}
@@ -1631,6 +1649,18 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 				dir, err == -EAGAIN ? "being deduplicated into" :
 				"not read-only");
 			path_put(&g->template);
+		}
+	}
+	if (!err) {
+		u64 ino = tc_btrfs_subvol_writer(d_inode(g->template.dentry));
+
+		/* Read-only stops new writers; these came before (docs/lxc.md). */
+		if (ino) {
+			pr_warn("totalcow: groups/create: template %s has a file open for writing or data not written back (inode %llu): close it and sync first\n",
+				dir, ino);
+			tc_btrfs_release_readonly(d_inode(g->template.dentry));
+			path_put(&g->template);
+			err = -EBUSY;
 		}
 	}
 	kfree(dir);
