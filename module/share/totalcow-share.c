@@ -1016,31 +1016,108 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 	rcu_read_unlock();
 }
 
-/* Wait until the template's folios in [@index, @last) are read. */
+/*
+ * Wait until the template's folios of [@index, @last) that this miss
+ * added (bit i of @ours for @index + i) or that its reader asked for
+ * ([@index, @need)) are read. Any other folio there was added by another
+ * reader, whose read may be throttled in its own I/O cgroup (io.max): a
+ * reader of one shared file, as of an overlayfs lower file, waits only
+ * for the pages it reads, and so does a member's miss.
+ */
 static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
-			     pgoff_t last)
+			     pgoff_t last, pgoff_t need,
+			     const unsigned long *ours)
 {
 	struct folio_batch fbatch;
+	pgoff_t next = index;
 	unsigned int i;
 
 	folio_batch_init(&fbatch);
-	while (index < last &&
-	       filemap_get_folios(tmapping, &index, last - 1, &fbatch)) {
-		for (i = 0; i < folio_batch_count(&fbatch); i++)
-			folio_wait_locked(fbatch.folios[i]);
+	while (next < last &&
+	       filemap_get_folios(tmapping, &next, last - 1, &fbatch)) {
+		for (i = 0; i < folio_batch_count(&fbatch); i++) {
+			struct folio *folio = fbatch.folios[i];
+			pgoff_t at = max(folio->index, index);
+
+			if (at < need || test_bit(at - index, ours))
+				folio_wait_locked(folio);
+		}
 		folio_batch_release(&fbatch);
 	}
 }
 
-/* ->read_miss: read the template's and the member's pages, then share. */
+/*
+ * Read the template's pages of [@index, @last) that are not in memory and
+ * wait for those reads and for [@index, @need) (tc_wait_template()). Time
+ * spent waiting is added to *@waited. Out of line: its readahead state
+ * stays off tc_read_miss()'s stack, which holds the window's bitmaps.
+ */
+static noinline_for_stack void
+tc_read_template(struct address_space *tmapping, pgoff_t index, pgoff_t last,
+		 pgoff_t need, unsigned long *ours, u64 *waited)
+{
+	struct file_ra_state ra = { };
+	DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, index);
+
+	page_alias_readahead(&tractl, last - index, ours);
+	*waited -= local_clock();
+	tc_wait_template(tmapping, index, last, need, ours);
+	*waited += local_clock();
+}
+
+/*
+ * The pages the member's own readahead would read for a read of @req
+ * pages at @index (mm/readahead.c's on-demand window, without its
+ * asynchronous part), and @ra set as if it had: the request alone for a
+ * random read; for a read at the file's start or right after the last
+ * one, a first window of up to four times the request; for the read the
+ * last window predicted, the window grown fourfold, then twofold, up to
+ * ra_pages. The miss replaces the member's synchronous readahead, so it
+ * keeps its state. Never more than TC_SHARE_WINDOW pages.
+ */
+static unsigned long tc_ra_window(struct file_ra_state *ra, pgoff_t index,
+				  unsigned long req)
+{
+	unsigned long most = max(ra->ra_pages, 1U), size, cur = ra->size;
+	pgoff_t prev = (unsigned long long)ra->prev_pos >> PAGE_SHIFT;
+
+	req = clamp(req, 1UL, (unsigned long)TC_SHARE_WINDOW);
+	if (cur && index == ra->start + cur) {
+		size = cur < most / 16 ? 4 * cur : cur <= most / 2 ? 2 * cur : most;
+	} else if (!index || req > most || index - prev <= 1UL) {
+		size = roundup_pow_of_two(req);
+		size = size <= most / 32 ? 4 * size :
+		       size <= most / 4 ? 2 * size : most;
+	} else {
+		size = req;
+	}
+	size = clamp(size, req, (unsigned long)TC_SHARE_WINDOW);
+	ra->start = index;
+	ra->size = size;
+	ra->async_size = 0;
+	return size;
+}
+
+/*
+ * ->read_miss: read the template's and the member's pages, then share.
+ *
+ * The template's pages read are those of the member's own window, the
+ * pages its readahead would read (issue 32, hole 4): never more for one
+ * miss. The miss waits for the template reads it started and for the
+ * template pages its reader asked for, not for other readers' (whose I/O
+ * may be throttled in their cgroups); the proof, over whole blocks around
+ * the window, aliases only what is in memory by then, and the compare
+ * skips a template page still being read by someone else.
+ */
 static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)
 {
 	DECLARE_BITMAP(fresh, TC_SHARE_WINDOW);
 	DECLARE_BITMAP(live, TC_PROOF_WINDOW);
+	unsigned long *ours = fresh;	/* used up before fresh is set */
 	struct file_ra_state ra = { };
 	struct address_space *tmapping;
-	pgoff_t last, first, plast, i;
+	pgoff_t last, first, plast, need, i;
 	struct tc_file *tf;
 	u64 start, waited = 0;
 
@@ -1050,9 +1127,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	if (!tf)
 		return false;
 	/* Up to the template's end, in windows of the member's readahead. */
-	last = index + clamp_t(pgoff_t, max_t(pgoff_t, end - index,
-					      file->f_ra.ra_pages),
-			       1, TC_SHARE_WINDOW);
+	last = index + tc_ra_window(&file->f_ra, index, end - index);
 	plast = min3(tf->nr_pages,
 		     (pgoff_t)DIV_ROUND_UP(i_size_read(mapping->host), PAGE_SIZE),
 		     ULONG_MAX - PAGE_ALIAS_BLOCK);
@@ -1061,10 +1136,11 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		tc_file_put(tf);
 		return false;
 	}
+	need = clamp(end, index + 1, last);	/* what the reader asked for */
 	/*
-	 * The template is read and the extents proven over whole blocks
-	 * around the window, so that aligned runs become block aliases; the
-	 * member's own readahead stays within [@index, @last).
+	 * The extents are proven over whole blocks around the window, so that
+	 * aligned runs of template pages in memory become block aliases; the
+	 * template's and the member's reads stay within [@index, @last).
 	 */
 	first = round_down(index, PAGE_ALIAS_BLOCK);
 	plast = min3(round_up(last, PAGE_ALIAS_BLOCK), plast,
@@ -1072,7 +1148,6 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	start = local_clock();
 	tmapping = tf->tinode->i_mapping;
 	{
-		DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, first);
 		DEFINE_READAHEAD(mractl, file, &ra, mapping, index);
 
 		/*
@@ -1080,13 +1155,10 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * template's reads are done, so that layer 1 serves them from
 		 * memory instead of missing on fills still in flight.
 		 */
-		if (!tc_template_live(tf, first, plast, live)) {
-			page_cache_ra_unbounded(&tractl, plast - first, 0);
-			waited -= local_clock();
-			tc_wait_template(tmapping, first, plast);
-			waited += local_clock();
-			tc_template_live(tf, first, plast, live);
-		}
+		if (!tc_template_live(tf, index, last, live))
+			tc_read_template(tmapping, index, last, need, ours,
+					 &waited);
+		tc_template_live(tf, first, plast, live);
 		/* What the extents prove needs no read; the rest is compared. */
 		tc_alias_proven(tf, first, plast, live);
 		tc_mark_empty(mapping, index, last, fresh);
@@ -1105,7 +1177,16 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		if (IS_ERR(mf))
 			continue;	/* an alias, or nothing */
 		waited -= local_clock();
-		tfolio = read_mapping_folio(tmapping, i, NULL);
+		if (i < need) {
+			tfolio = read_mapping_folio(tmapping, i, NULL);
+		} else {
+			/* Read by now, or by someone this miss does not wait for. */
+			tfolio = filemap_get_folio(tmapping, i);
+			if (!IS_ERR(tfolio) && !folio_test_uptodate(tfolio)) {
+				folio_put(tfolio);
+				tfolio = ERR_PTR(-EAGAIN);
+			}
+		}
 		waited += local_clock();
 		if (!IS_ERR(tfolio)) {
 			if (!folio_test_large(tfolio))
