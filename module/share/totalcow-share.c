@@ -1290,24 +1290,40 @@ static void tc_release(struct address_space *mapping)
  * mappings show, cannot change while any of them lives, whatever becomes
  * of the group (deleted, its template made writable). Released with the
  * file (->backing_release, from __fput()).
+ *
+ * Each also keeps the member file that was mapped (@user) and the
+ * member's i_version its proof saw: when the member is truncated, its
+ * mappings map @user from then on (tc_size_changed()), as a mapping of a
+ * plain file would. @dropped: that was done or is being done.
  */
 struct tc_alias_file {
-	struct hlist_node node;
+	struct hlist_node node;		/* in tc_alias_files, by @file */
+	struct hlist_node inode_node;	/* in tc_alias_inodes, by member inode */
 	struct file *file;
+	struct file *user;
+	u64 version;
+	bool dropped;
 };
 
 static DEFINE_HASHTABLE(tc_alias_files, 10);
+static DEFINE_HASHTABLE(tc_alias_inodes, 10);
 static DEFINE_SPINLOCK(tc_alias_files_lock);
 
-static int tc_alias_file_add(struct file *alias)
+static int tc_alias_file_add(struct file *alias, struct file *user,
+			     u64 version)
 {
 	struct tc_alias_file *af = kmalloc(sizeof(*af), GFP_KERNEL_ACCOUNT);
 
 	if (!af)
 		return -ENOMEM;
 	af->file = alias;
+	af->user = get_file(user);
+	af->version = version;
+	af->dropped = false;
 	spin_lock(&tc_alias_files_lock);
 	hash_add(tc_alias_files, &af->node, (unsigned long)alias);
+	hash_add(tc_alias_inodes, &af->inode_node,
+		 (unsigned long)file_inode(user));
 	spin_unlock(&tc_alias_files_lock);
 	return 0;
 }
@@ -1321,6 +1337,7 @@ static void tc_backing_release(struct file *file)
 	hash_for_each_possible(tc_alias_files, af, node, (unsigned long)file) {
 		if (af->file == file) {
 			hash_del(&af->node);
+			hash_del(&af->inode_node);
 			found = af;
 			break;
 		}
@@ -1329,7 +1346,87 @@ static void tc_backing_release(struct file *file)
 	if (!found)
 		return;		/* overlayfs', fuse's, or one we did not keep */
 	allow_write_access(file);
+	fput(found->user);
 	kfree(found);
+}
+
+/*
+ * The mappings of @alias map @user from now on, and their private copies
+ * past @user's end of file go (they joined @user's i_mmap after
+ * truncate_pagecache() zapped those of its other mappings).
+ */
+static void tc_unsubstitute(struct file *alias, struct file *user)
+{
+	struct inode *inode = file_inode(user);
+
+	page_alias_unsubstitute(alias, user);
+	unmap_mapping_range(inode->i_mapping,
+			    round_up(i_size_read(inode), PAGE_SIZE), 0, 1);
+}
+
+#define TC_UNSUBSTITUTE_BATCH	8
+
+/*
+ * ->size_changed: @inode, a member, was truncated (its inode lock held).
+ * Every substituted mapping of it maps the member from now on: SIGBUS
+ * past its new end of file, its own data within (the partial last page
+ * zeroed past the end, pages that a later extension adds), exactly as a
+ * mapping of the member itself. A backing file being released has no
+ * mapping left.
+ */
+static void tc_size_changed(struct inode *inode)
+{
+	struct file *alias[TC_UNSUBSTITUTE_BATCH], *user[TC_UNSUBSTITUTE_BATCH];
+	struct tc_alias_file *af;
+	unsigned int i, n;
+
+	do {
+		n = 0;
+		spin_lock(&tc_alias_files_lock);
+		hash_for_each_possible(tc_alias_inodes, af, inode_node,
+				       (unsigned long)inode) {
+			if (file_inode(af->user) != inode || af->dropped)
+				continue;
+			af->dropped = true;
+			if (!atomic_long_inc_not_zero(&af->file->f_count))
+				continue;
+			alias[n] = af->file;
+			user[n] = get_file(af->user);
+			if (++n == TC_UNSUBSTITUTE_BATCH)
+				break;
+		}
+		spin_unlock(&tc_alias_files_lock);
+		for (i = 0; i < n; i++) {
+			tc_unsubstitute(alias[i], user[i]);
+			fput(alias[i]);
+			fput(user[i]);
+		}
+	} while (n == TC_UNSUBSTITUTE_BATCH);
+}
+
+/*
+ * ->mmap_done: @alias is mapped. A truncate of @file that ran between the
+ * proof in tc_mmap_file() and now either marked @alias dropped before its
+ * walk (which may have missed the new mapping) or came after the proof
+ * and moved i_version: map @file after all.
+ */
+static void tc_mmap_done(struct file *file, struct file *alias)
+{
+	struct tc_alias_file *af;
+	bool stale = false;
+
+	spin_lock(&tc_alias_files_lock);
+	hash_for_each_possible(tc_alias_files, af, node, (unsigned long)alias) {
+		if (af->file != alias)
+			continue;
+		stale = af->dropped ||
+			!inode_eq_iversion(file_inode(file), af->version);
+		af->dropped |= stale;
+		break;
+	}
+	spin_unlock(&tc_alias_files_lock);
+	if (stale)
+		tc_unsubstitute(alias, file);
 }
 
 /*
@@ -1363,6 +1460,12 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 	/* Someone may write the member while it is mapped: keep it coherent. */
 	if (inode_is_open_for_write(file_inode(file)))
 		goto private;
+	/*
+	 * Before the proof takes the member's inode lock: a truncate, which
+	 * holds it exclusively, either comes first (the proof then fails on
+	 * the size) or finds the flag and calls ->size_changed.
+	 */
+	set_bit(AS_PAGE_ALIAS_MAPPED, &mapping->flags);
 	if (!tc_file_proven(tf, &version))
 		goto private;
 	alias = backing_file_open(file, O_RDONLY | O_LARGEFILE, &tf->tpath,
@@ -1377,7 +1480,7 @@ static struct file *tc_mmap_file(struct file *file, unsigned long prot)
 		alias = NULL;
 		goto private;
 	}
-	if (tc_alias_file_add(alias)) {
+	if (tc_alias_file_add(alias, file, version)) {
 		allow_write_access(alias);
 		fput(alias);
 		alias = NULL;
@@ -1405,6 +1508,8 @@ static const struct page_alias_ops tc_alias_ops = {
 	.release = tc_release,
 	.mmap_file = tc_mmap_file,
 	.backing_release = tc_backing_release,
+	.mmap_done = tc_mmap_done,
+	.size_changed = tc_size_changed,
 };
 
 /*
