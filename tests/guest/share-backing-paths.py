@@ -20,7 +20,10 @@ hole 3 lists where that showed:
 
 Each of the three prints "paths: ..." or "FAIL: ..." (a failed one stops
 at its first failed check); the script exits 1 if any failed. Run as
-root (PR_SET_MM needs CAP_SYS_RESOURCE).
+root: the dumping process and the truncating one run as uid 1000, as a
+container's would; PR_SET_MM_EXE_FILE needs CAP_SYS_RESOURCE (a container
+with CAP_CHECKPOINT_RESTORE in its user namespace reaches the same check
+through PR_SET_MM_MAP).
 """
 
 import errno
@@ -57,6 +60,16 @@ class Failed(Exception):
     pass
 
 
+# The container's side of each attack runs as this unprivileged user.
+USER = 1000
+
+
+def as_user():
+    os.setgroups([])
+    os.setgid(USER)
+    os.setuid(USER)
+
+
 def check(cond, what):
     if not cond:
         raise Failed(what)
@@ -88,8 +101,8 @@ def core_dump(argv):
     try:
         inf = resource.RLIM_INFINITY
         p = subprocess.run(argv, env=PYENV, stdout=subprocess.PIPE, text=True,
-                           preexec_fn=lambda: resource.setrlimit(
-                               resource.RLIMIT_CORE, (inf, inf)))
+                           preexec_fn=lambda: (resource.setrlimit(
+                               resource.RLIMIT_CORE, (inf, inf)), as_user()))
     finally:
         with open(CORE_PATTERN, "w") as f:
             f.write(old)
@@ -293,13 +306,38 @@ def truncate_run(path):
     return o
 
 
+def unprivileged(fn, *args):
+    """FN(*ARGS) in a child that is USER: its return value, or Failed."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            as_user()
+            out = repr(fn(*args))
+        except BaseException as e:      # the parent reports it
+            out = repr(("error", f"{type(e).__name__}: {e}"))
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    got = eval(data.decode()) if data else ("error", "no answer")
+    check(not (isinstance(got, tuple) and got and got[0] == "error"),
+          f"{fn.__name__} as uid {USER}: {got}")
+    return got
+
+
 def check_truncate(mnt):
-    want = truncate_run(f"{mnt}/plain/data/file")
+    want = unprivileged(truncate_run, f"{mnt}/plain/data/file")
     check(want["cut:6"] == "SIGBUS" and want["zero:0"] == "SIGBUS",
           f"a plain file's mapping does not give SIGBUS past the end: {want}")
     member = f"{mnt}/c3/data/file"
     shared0 = stat("mmaps_shared")
-    got = truncate_run(member)
+    got = unprivileged(truncate_run, member)
     check(stat("mmaps_shared") == shared0 + 1, "the member's mapping was not substituted")
     bad = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
     print(f"paths: truncate under a private mapping: {len(want)} outcomes, "

@@ -28,6 +28,8 @@ sync
 ctl template add base $mnt/template -q || die "template add"
 ctl group create fleet $mnt/template || die "group create"
 ctl group add fleet $(for i in $(seq 1 $n); do echo $mnt/c$i; done) || die "group add"
+# The truncations run as uid 1000 (tests/guest/share-backing-paths.py).
+chown 1000 $mnt/c3/data/file $mnt/plain/data/file
 
 python3 "$TOTALCOW_TOP/tests/guest/share-backing-paths.py" $mnt || die "share-backing-paths.py"
 cat /sys/kernel/mm/totalcow/groups/fleet/stats
