@@ -1378,15 +1378,22 @@ static void tc_size_changed(struct inode *inode)
 {
 	struct file *alias[TC_UNSUBSTITUTE_BATCH], *user[TC_UNSUBSTITUTE_BATCH];
 	struct tc_alias_file *af;
+	struct hlist_node *tmp;
 	unsigned int i, n;
 
 	do {
 		n = 0;
 		spin_lock(&tc_alias_files_lock);
-		hash_for_each_possible(tc_alias_inodes, af, inode_node,
-				       (unsigned long)inode) {
-			if (file_inode(af->user) != inode || af->dropped)
+		/*
+		 * A record leaves the inode table as it is taken, so that each
+		 * pass meets only records no pass took: O(mappings) in all,
+		 * however many backing files the member has.
+		 */
+		hash_for_each_possible_safe(tc_alias_inodes, af, tmp,
+					    inode_node, (unsigned long)inode) {
+			if (file_inode(af->user) != inode)
 				continue;
+			hash_del(&af->inode_node);
 			af->dropped = true;
 			if (!atomic_long_inc_not_zero(&af->file->f_count))
 				continue;
@@ -1421,7 +1428,10 @@ static void tc_mmap_done(struct file *file, struct file *alias)
 			continue;
 		stale = af->dropped ||
 			!inode_eq_iversion(file_inode(file), af->version);
-		af->dropped |= stale;
+		if (stale && !af->dropped) {
+			hash_del(&af->inode_node);
+			af->dropped = true;
+		}
 		break;
 	}
 	spin_unlock(&tc_alias_files_lock);
