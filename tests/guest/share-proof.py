@@ -22,42 +22,17 @@ collision fails (the test would have tested nothing). Prints
 """
 
 import ctypes
-import fcntl
 import mmap
 import os
-import struct
 import sys
 import threading
 import time
 
-BTRFS_IOC_SUBVOL_CREATE = 0x5000940E
-BTRFS_IOC_SNAP_CREATE_V2 = 0x50009417
-BTRFS_SUBVOL_RDONLY = 1 << 1
+from btrfs_subvol import snapshot, subvol_create
+
 POSIX_FADV_DONTNEED = 4
 SIZE = 256 << 10
 GROUPS = "/sys/kernel/mm/totalcow/groups"
-
-
-def subvol_create(parent, name):
-    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        arg = bytearray(struct.pack("=q", 0) + name.encode().ljust(4088, b"\0"))
-        fcntl.ioctl(fd, BTRFS_IOC_SUBVOL_CREATE, arg)
-    finally:
-        os.close(fd)
-
-
-def snapshot(src, parent, name, readonly):
-    sfd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
-    dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        flags = BTRFS_SUBVOL_RDONLY if readonly else 0
-        arg = bytearray(struct.pack("=qQQ32x", sfd, 0, flags) +
-                        name.encode().ljust(4040, b"\0"))
-        fcntl.ioctl(dfd, BTRFS_IOC_SNAP_CREATE_V2, arg)
-    finally:
-        os.close(sfd)
-        os.close(dfd)
 
 
 def pattern(seed):

@@ -47,19 +47,17 @@ snapshot did not join, or if B never started inside A's read.
 """
 
 import ctypes
-import fcntl
 import mmap
 import os
 import random
 import statistics
-import struct
 import sys
 import threading
 import time
 
+from btrfs_subvol import destroy, snapshot
+
 PAGE = 4096
-BTRFS_IOC_SNAP_CREATE_V2 = 0x50009417
-BTRFS_IOC_SNAP_DESTROY = 0x5000940F
 SYNC_FILE_RANGE_ALL = 1 | 2 | 4     # WAIT_BEFORE | WRITE | WAIT_AFTER
 P = 0                   # the page written back and dropped; A reads P + 1
 ONE_BYTE_AT = 1234      # where in P the follow-up 1-byte write goes
@@ -91,27 +89,6 @@ def make_template(path, mib, layout):
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def snapshot(src, parent, name):
-    sfd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
-    dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        arg = bytearray(struct.pack("=qQQ32x", sfd, 0, 0) +
-                        name.encode().ljust(4040, b"\0"))
-        fcntl.ioctl(dfd, BTRFS_IOC_SNAP_CREATE_V2, arg)
-    finally:
-        os.close(sfd)
-        os.close(dfd)
-
-
-def destroy(parent, name):
-    dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        arg = bytearray(struct.pack("=q", 0) + name.encode().ljust(4088, b"\0"))
-        fcntl.ioctl(dfd, BTRFS_IOC_SNAP_DESTROY, arg)
-    finally:
-        os.close(dfd)
 
 
 def read_fd(fd):
