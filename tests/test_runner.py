@@ -9,6 +9,8 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 from vmrun import BUILD, RUNNER, TOP, run_vm
 
 
@@ -115,7 +117,9 @@ def test_checkout_and_output_under_paths_the_guest_mounts_over():
             assert f.read().strip() == "5"
 
 
-def test_kernel_warning_fails_a_successful_script():
-    r = run_vm("tests/guest/provoke-warning.sh", debug=True, disks=(), timeout=300)
+@pytest.mark.parametrize("preempt", [False, True], ids=["debug", "preempt"])
+def test_kernel_warning_fails_a_successful_script(preempt):
+    r = run_vm("tests/guest/provoke-warning.sh", debug=True, preempt=preempt, disks=(),
+               timeout=300)
     assert r.status == 125, r.explain()
     assert "splat" in r.stderr
