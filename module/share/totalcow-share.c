@@ -1018,15 +1018,14 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 
 /*
  * Wait until the template's folios of [@index, @last) that this miss
- * added (bit i of @ours for @index + i) or that its reader asked for
- * ([@index, @need)) are read. Any other folio there was added by another
- * reader, whose read may be throttled in its own I/O cgroup (io.max): a
- * reader of one shared file, as of an overlayfs lower file, waits only
- * for the pages it reads, and so does a member's miss.
+ * added (bit i of @ours for @index + i) are read. Any other folio there
+ * was added by another reader, whose read may be throttled in its own I/O
+ * cgroup (io.max): the miss does not wait for it, even for a page its
+ * reader asked for, since the member's own page serves that reader as
+ * well (it is only not shared).
  */
 static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
-			     pgoff_t last, pgoff_t need,
-			     const unsigned long *ours)
+			     pgoff_t last, const unsigned long *ours)
 {
 	struct folio_batch fbatch;
 	pgoff_t next = index;
@@ -1039,7 +1038,7 @@ static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 			struct folio *folio = fbatch.folios[i];
 			pgoff_t at = max(folio->index, index);
 
-			if (at < need || test_bit(at - index, ours))
+			if (test_bit(at - index, ours))
 				folio_wait_locked(folio);
 		}
 		folio_batch_release(&fbatch);
@@ -1048,46 +1047,62 @@ static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 
 /*
  * Read the template's pages of [@index, @last) that are not in memory and
- * wait for those reads and for [@index, @need) (tc_wait_template()). Time
- * spent waiting is added to *@waited. Out of line: its readahead state
- * stays off tc_read_miss()'s stack, which holds the window's bitmaps.
+ * wait for those reads (tc_wait_template()). Time spent waiting is added
+ * to *@waited. Out of line: its readahead state stays off tc_read_miss()'s
+ * stack, which holds the window's bitmaps.
  */
 static noinline_for_stack void
 tc_read_template(struct address_space *tmapping, pgoff_t index, pgoff_t last,
-		 pgoff_t need, unsigned long *ours, u64 *waited)
+		 unsigned long *ours, u64 *waited)
 {
 	struct file_ra_state ra = { };
 	DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, index);
 
 	page_alias_readahead(&tractl, last - index, ours);
 	*waited -= local_clock();
-	tc_wait_template(tmapping, index, last, need, ours);
+	tc_wait_template(tmapping, index, last, ours);
 	*waited += local_clock();
 }
 
 /*
  * The pages the member's own readahead would read for a read of @req
  * pages at @index (mm/readahead.c's on-demand window, without its
- * asynchronous part), and @ra set as if it had: the request alone for a
- * random read; for a read at the file's start or right after the last
- * one, a first window of up to four times the request; for the read the
- * last window predicted, the window grown fourfold, then twofold, up to
- * ra_pages. The miss replaces the member's synchronous readahead, so it
- * keeps its state. Never more than TC_SHARE_WINDOW pages.
+ * asynchronous part), with f_ra set as if it had: the request alone for a
+ * random read (or a file advised POSIX_FADV_RANDOM); for a read at the
+ * file's start or right after the last one, a first window of up to four
+ * times the request; for the read the last window predicted, the window
+ * grown fourfold, then twofold, up to ra_pages. The miss replaces the
+ * member's synchronous readahead, so it keeps its state. Never more than
+ * TC_SHARE_WINDOW pages.
  */
-static unsigned long tc_ra_window(struct file_ra_state *ra, pgoff_t index,
+static unsigned long tc_ra_window(struct file *file, pgoff_t index,
 				  unsigned long req)
 {
+	struct file_ra_state *ra = &file->f_ra;
 	unsigned long most = max(ra->ra_pages, 1U), size, cur = ra->size;
 	pgoff_t prev = (unsigned long long)ra->prev_pos >> PAGE_SHIFT;
 
 	req = clamp(req, 1UL, (unsigned long)TC_SHARE_WINDOW);
-	if (cur && index == ra->start + cur) {
-		size = cur < most / 16 ? 4 * cur : cur <= most / 2 ? 2 * cur : most;
+	if (file->f_mode & FMODE_RANDOM) {
+		/* POSIX_FADV_RANDOM: no readahead */
+		size = req;
+	} else if (cur && index == ra->start + cur) {
+		/* get_next_ra_size() */
+		if (cur < most / 16)
+			size = 4 * cur;
+		else if (cur <= most / 2)
+			size = 2 * cur;
+		else
+			size = most;
 	} else if (!index || req > most || index - prev <= 1UL) {
+		/* get_init_ra_size() */
 		size = roundup_pow_of_two(req);
-		size = size <= most / 32 ? 4 * size :
-		       size <= most / 4 ? 2 * size : most;
+		if (size <= most / 32)
+			size *= 4;
+		else if (size <= most / 4)
+			size *= 2;
+		else
+			size = most;
 	} else {
 		size = req;
 	}
@@ -1103,11 +1118,10 @@ static unsigned long tc_ra_window(struct file_ra_state *ra, pgoff_t index,
  *
  * The template's pages read are those of the member's own window, the
  * pages its readahead would read (issue 32, hole 4): never more for one
- * miss. The miss waits for the template reads it started and for the
- * template pages its reader asked for, not for other readers' (whose I/O
- * may be throttled in their cgroups); the proof, over whole blocks around
- * the window, aliases only what is in memory by then, and the compare
- * skips a template page still being read by someone else.
+ * miss. The miss waits for the template reads it started, not for other
+ * readers' (whose I/O may be throttled in their cgroups); the proof, over
+ * whole blocks around the window, aliases only what is in memory by then,
+ * and the compare skips a template page still being read by someone else.
  */
 static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)
@@ -1117,7 +1131,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	unsigned long *ours = fresh;	/* used up before fresh is set */
 	struct file_ra_state ra = { };
 	struct address_space *tmapping;
-	pgoff_t last, first, plast, need, i;
+	pgoff_t last, first, plast, i;
 	struct tc_file *tf;
 	u64 start, waited = 0;
 
@@ -1127,7 +1141,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	if (!tf)
 		return false;
 	/* Up to the template's end, in windows of the member's readahead. */
-	last = index + tc_ra_window(&file->f_ra, index, end - index);
+	last = index + tc_ra_window(file, index, end - index);
 	plast = min3(tf->nr_pages,
 		     (pgoff_t)DIV_ROUND_UP(i_size_read(mapping->host), PAGE_SIZE),
 		     ULONG_MAX - PAGE_ALIAS_BLOCK);
@@ -1136,7 +1150,6 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		tc_file_put(tf);
 		return false;
 	}
-	need = clamp(end, index + 1, last);	/* what the reader asked for */
 	/*
 	 * The extents are proven over whole blocks around the window, so that
 	 * aligned runs of template pages in memory become block aliases; the
@@ -1156,8 +1169,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * memory instead of missing on fills still in flight.
 		 */
 		if (!tc_template_live(tf, index, last, live))
-			tc_read_template(tmapping, index, last, need, ours,
-					 &waited);
+			tc_read_template(tmapping, index, last, ours, &waited);
 		tc_template_live(tf, first, plast, live);
 		/* What the extents prove needs no read; the rest is compared. */
 		tc_alias_proven(tf, first, plast, live);
@@ -1176,18 +1188,12 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		mf = filemap_get_folio(mapping, i);
 		if (IS_ERR(mf))
 			continue;	/* an alias, or nothing */
-		waited -= local_clock();
-		if (i < need) {
-			tfolio = read_mapping_folio(tmapping, i, NULL);
-		} else {
-			/* Read by now, or by someone this miss does not wait for. */
-			tfolio = filemap_get_folio(tmapping, i);
-			if (!IS_ERR(tfolio) && !folio_test_uptodate(tfolio)) {
-				folio_put(tfolio);
-				tfolio = ERR_PTR(-EAGAIN);
-			}
+		/* Read by now, or by someone this miss does not wait for. */
+		tfolio = filemap_get_folio(tmapping, i);
+		if (!IS_ERR(tfolio) && !folio_test_uptodate(tfolio)) {
+			folio_put(tfolio);
+			tfolio = ERR_PTR(-EAGAIN);
 		}
-		waited += local_clock();
 		if (!IS_ERR(tfolio)) {
 			if (!folio_test_large(tfolio))
 				__tc_share_page(tf, mf, tfolio, i, &waited);
@@ -1359,6 +1365,7 @@ static void tc_unsubstitute(struct file *alias, struct file *user)
 {
 	struct inode *inode = file_inode(user);
 
+	/* Killed meanwhile: the mappings not reached keep the template's. */
 	page_alias_unsubstitute(alias, user);
 	unmap_mapping_range(inode->i_mapping,
 			    round_up(i_size_read(inode), PAGE_SIZE), 0, 1);
@@ -1379,7 +1386,7 @@ static void tc_size_changed(struct inode *inode)
 	struct file *alias[TC_UNSUBSTITUTE_BATCH], *user[TC_UNSUBSTITUTE_BATCH];
 	struct tc_alias_file *af;
 	struct hlist_node *tmp;
-	unsigned int i, n;
+	unsigned int i, j, n;
 
 	do {
 		n = 0;
@@ -1404,7 +1411,12 @@ static void tc_size_changed(struct inode *inode)
 		}
 		spin_unlock(&tc_alias_files_lock);
 		for (i = 0; i < n; i++) {
-			tc_unsubstitute(alias[i], user[i]);
+			/* One walk covers every backing file of one template. */
+			for (j = 0; j < i; j++)
+				if (alias[j]->f_mapping == alias[i]->f_mapping)
+					break;
+			if (j == i)
+				tc_unsubstitute(alias[i], user[i]);
 			fput(alias[i]);
 			fput(user[i]);
 		}
