@@ -1018,14 +1018,15 @@ static void tc_mark_empty(struct address_space *mapping, pgoff_t index,
 
 /*
  * Wait until the template's folios of [@index, @last) that this miss
- * added (bit i of @ours for @index + i) are read. Any other folio there
- * was added by another reader, whose read may be throttled in its own I/O
- * cgroup (io.max): the miss does not wait for it, even for a page its
- * reader asked for, since the member's own page serves that reader as
- * well (it is only not shared).
+ * added (bit i of @ours for @index + i) or that its reader asked for
+ * ([@index, @need)) are read. Any other folio there was added by another
+ * reader, whose read may be throttled in its own I/O cgroup (io.max): a
+ * reader of one shared file, as of an overlayfs lower file, waits only
+ * for the pages it reads, and so does a member's miss.
  */
 static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
-			     pgoff_t last, const unsigned long *ours)
+			     pgoff_t last, pgoff_t need,
+			     const unsigned long *ours)
 {
 	struct folio_batch fbatch;
 	pgoff_t next = index;
@@ -1038,7 +1039,7 @@ static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 			struct folio *folio = fbatch.folios[i];
 			pgoff_t at = max(folio->index, index);
 
-			if (test_bit(at - index, ours))
+			if (at < need || test_bit(at - index, ours))
 				folio_wait_locked(folio);
 		}
 		folio_batch_release(&fbatch);
@@ -1047,21 +1048,46 @@ static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 
 /*
  * Read the template's pages of [@index, @last) that are not in memory and
- * wait for those reads (tc_wait_template()). Time spent waiting is added
- * to *@waited. Out of line: its readahead state stays off tc_read_miss()'s
- * stack, which holds the window's bitmaps.
+ * wait for those reads and for [@index, @need) (tc_wait_template()). Time
+ * spent waiting is added to *@waited. Out of line: its readahead state
+ * stays off tc_read_miss()'s stack, which holds the window's bitmaps.
  */
 static noinline_for_stack void
 tc_read_template(struct address_space *tmapping, pgoff_t index, pgoff_t last,
-		 unsigned long *ours, u64 *waited)
+		 pgoff_t need, unsigned long *ours, u64 *waited)
 {
 	struct file_ra_state ra = { };
 	DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, index);
 
 	page_alias_readahead(&tractl, last - index, ours);
 	*waited -= local_clock();
-	tc_wait_template(tmapping, index, last, ours);
+	tc_wait_template(tmapping, index, last, need, ours);
 	*waited += local_clock();
+}
+
+/*
+ * Clear the bits of @fresh (slots [@index, @last)) from @need on whose
+ * template page is being read by someone else: a folio there, not
+ * uptodate. The member does not read those pages of its own now; they
+ * stay empty, and the miss that reads them later finds the template's
+ * page read (an alias, no read) or waits for it as any reader of it
+ * would, so that readers of a fleet that start at once share what they
+ * read without waiting for each other's readahead.
+ */
+static void tc_skip_busy(struct tc_file *tf, pgoff_t index, pgoff_t need,
+			 pgoff_t last, unsigned long *fresh)
+{
+	XA_STATE(xas, &tf->tinode->i_mapping->i_pages, need);
+	struct folio *folio;
+
+	rcu_read_lock();
+	xas_for_each(&xas, folio, last - 1) {
+		if (xas_retry(&xas, folio) || xa_is_value(folio))
+			continue;
+		if (!folio_test_uptodate(folio))
+			__clear_bit(xas.xa_index - index, fresh);
+	}
+	rcu_read_unlock();
 }
 
 /*
@@ -1118,10 +1144,12 @@ static unsigned long tc_ra_window(struct file *file, pgoff_t index,
  *
  * The template's pages read are those of the member's own window, the
  * pages its readahead would read (issue 32, hole 4): never more for one
- * miss. The miss waits for the template reads it started, not for other
- * readers' (whose I/O may be throttled in their cgroups); the proof, over
- * whole blocks around the window, aliases only what is in memory by then,
- * and the compare skips a template page still being read by someone else.
+ * miss. The miss waits for the template reads it started and for the
+ * template pages its reader asked for, not for other readers' readahead
+ * (whose I/O may be throttled in their cgroups); the proof, over whole
+ * blocks around the window, aliases only what is in memory by then, and
+ * the member reads no page of its own whose template page someone else is
+ * still reading (tc_skip_busy()).
  */
 static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)
@@ -1131,7 +1159,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	unsigned long *ours = fresh;	/* used up before fresh is set */
 	struct file_ra_state ra = { };
 	struct address_space *tmapping;
-	pgoff_t last, first, plast, i;
+	pgoff_t last, first, plast, need, run, i;
 	struct tc_file *tf;
 	u64 start, waited = 0;
 
@@ -1150,6 +1178,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		tc_file_put(tf);
 		return false;
 	}
+	need = clamp(end, index + 1, last);	/* what the reader asked for */
 	/*
 	 * The extents are proven over whole blocks around the window, so that
 	 * aligned runs of template pages in memory become block aliases; the
@@ -1161,22 +1190,29 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	start = local_clock();
 	tmapping = tf->tinode->i_mapping;
 	{
-		DEFINE_READAHEAD(mractl, file, &ra, mapping, index);
-
 		/*
 		 * The member's blocks are the template's: read them once the
 		 * template's reads are done, so that layer 1 serves them from
 		 * memory instead of missing on fills still in flight.
 		 */
 		if (!tc_template_live(tf, index, last, live))
-			tc_read_template(tmapping, index, last, ours, &waited);
+			tc_read_template(tmapping, index, last, need, ours,
+					 &waited);
 		tc_template_live(tf, first, plast, live);
 		/* What the extents prove needs no read; the rest is compared. */
 		tc_alias_proven(tf, first, plast, live);
 		tc_mark_empty(mapping, index, last, fresh);
+		tc_skip_busy(tf, index, need, last, fresh);
 		if (bitmap_empty(fresh, last - index))
 			goto out;
-		page_cache_ra_unbounded(&mractl, last - index, 0);
+		/* The member's own pages, run by run of the slots left to read. */
+		for (i = find_first_bit(fresh, last - index); i < last - index;
+		     i = find_next_bit(fresh, last - index, run)) {
+			DEFINE_READAHEAD(mractl, file, &ra, mapping, index + i);
+
+			run = find_next_zero_bit(fresh, last - index, i);
+			page_cache_ra_unbounded(&mractl, run - i, 0);
+		}
 	}
 	/* New folios wait in this CPU's LRU batch, with a reference. */
 	lru_add_drain();
