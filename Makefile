@@ -23,6 +23,9 @@ KERNEL_BASE := $(B)/uml-base/linux
 KERNEL_DEBUG := $(B)/uml-debug/linux
 KERNEL_PREEMPT := $(B)/uml-preempt/linux
 KERNEL_TRACE := $(B)/uml-trace/linux
+KERNEL_X86_BASE := $(B)/x86-base/bzImage
+KERNEL_X86_DEBUG := $(B)/x86-debug/bzImage
+KERNEL_X86_KCSAN := $(B)/x86-kcsan/bzImage
 OOT := $(B)/oot
 
 # Everything the kernels are built from, besides the Linux tree itself.
@@ -31,6 +34,8 @@ KCONFIGS := $(wildcard tests/vm/configs/*.config)
 KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kernel-preempt kernel-trace kunit modules lint \
+	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
+	check-x86 check-lanes torture-x86 torture-kcsan \
 	integration check check-quick demo bench bench-dm-overhead bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
@@ -62,11 +67,28 @@ $(B)/uml-%/linux: $(TREE_STAMP) $(GRAFTED) $(KCONFIGS) tests/vm/build-kernel
 	tests/vm/build-kernel $(B) $*
 	@touch $@
 
+# The x86-64 lane: SMP, CONFIG_PREEMPT, booted in QEMU (tests/vm/run --x86).
+kernel-x86: kernel-x86-base kernel-x86-debug
+kernel-x86-base: $(KERNEL_X86_BASE)
+kernel-x86-debug: $(KERNEL_X86_DEBUG)
+# KCSAN, the data-race detector (excludes KASAN, so a flavour of its own).
+kernel-x86-kcsan: $(KERNEL_X86_KCSAN)
+
+$(B)/x86-%/bzImage: $(TREE_STAMP) $(GRAFTED) $(KCONFIGS) tests/vm/build-kernel
+	@tests/vm/install-deps
+	tests/vm/build-kernel $(B) x86-$*
+	@touch $@
+
 # KUnit suites, built into the debug kernel, run at boot; the KTAP output
 # is parsed by the kernel's own kunit.py.
 kunit: $(KERNEL_DEBUG)
 	@tests/vm/install-deps
 	tests/vm/kunit $(B)
+
+# The same suites in the x86-64 debug kernel on 2 CPUs.
+kunit-x86: $(KERNEL_X86_DEBUG)
+	@tests/vm/install-deps
+	tests/vm/kunit --x86 $(B)
 
 # Out-of-tree build against Debian's headers, as DKMS does on a stock
 # kernel; W=1 and any compiler warning fails.
@@ -78,18 +100,32 @@ modules:
 lint: $(KERNEL_BASE)
 	tests/vm/lint $(B)
 
-integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT)
+# Every test but the runs on further lanes that CI has no time for
+# (pytest marker lane_extra: check-x86 and check-lanes run them).
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG)
 	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS) tests
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not lane_extra" $(PYTEST_ARGS) tests
 
-check: kernel lint modules kunit integration
+check: kernel kernel-x86-debug lint modules kunit kunit-x86 integration
 	@echo "make check: all passed"
+
+# Everything that runs on the x86-64 lane: KUnit and every guest script
+# that involves concurrency or sharing (issue 35).
+check-x86: kunit-x86 $(KERNEL_X86_DEBUG)
+	@tests/vm/install-deps
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m x86 $(PYTEST_ARGS) tests
+	@echo "make check-x86: all passed"
+
+# make check plus the runs on further lanes that it leaves out.
+check-lanes: check check-x86
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "lane_extra and not x86" $(PYTEST_ARGS) tests
+	@echo "make check-lanes: all passed"
 
 # The developer's inner loop: kernels, lint, KUnit and the integration tests
 # not marked slow (pytest.ini); `make check` runs everything.
 check-quick: kernel lint kunit
 	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS) tests
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow and not x86" $(PYTEST_ARGS) tests
 	@echo "make check-quick: passed (tests marked slow skipped; make check runs them)"
 
 demo: $(KERNEL_BASE)

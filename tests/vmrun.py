@@ -5,9 +5,47 @@ import os
 import subprocess
 import tempfile
 
+import pytest
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.abspath(os.environ.get("TOTALCOW_BUILD_DIR", os.path.join(TOP, "build")))
 RUNNER = os.path.join(TOP, "tests", "vm", "run")
+
+
+# The kernels a test runs on (tests/vm/run's lanes and flavours), as
+# run_vm() keyword arguments:
+#   debug    User-Mode Linux, lockdep, KASAN, DEBUG_VM, kmemleak: one CPU,
+#            no preemption, fast
+#   preempt  the same with CONFIG_PREEMPT (make kernel-preempt)
+#   x86      x86-64 debug (same checks), SMP, CONFIG_PREEMPT, in QEMU on 2
+#            CPUs: real parallelism; under TCG several times slower
+LANES = {
+    "debug": {},
+    "preempt": {"preempt": True},
+    "x86": {"x86": True, "smp": 2},
+}
+
+
+def lanes(*names, extra=()):
+    """Parametrize a test over the lanes NAMES (its argument "lane", to
+    pass on as run_vm(..., **LANES[lane])). Runs on the x86-64 lane are
+    marked x86; the lanes in EXTRA are marked lane_extra: `make check`
+    leaves them out to keep CI within its time, `make check-x86` and
+    `make check-lanes` run them (pytest.ini)."""
+    params = []
+    for name in names:
+        marks = []
+        if name == "x86":
+            marks.append(pytest.mark.x86)
+        if name in extra:
+            marks.append(pytest.mark.lane_extra)
+        params.append(pytest.param(name, id=name, marks=marks))
+    return pytest.mark.parametrize("lane", params)
+
+
+# How much longer a run may take on the x86-64 lane under TCG than in UML:
+# run_vm scales its timeout by this (a bound on a hang, never a measurement).
+X86_TIMEOUT_SCALE = 4
 
 
 class VMResult:
@@ -40,18 +78,29 @@ class VMResult:
 
 
 def run_vm(script, *args, debug=True, disks=("2G",), mem="4G", timeout=900,
-           kunit=None, name=None, extra=(), disk_dir=None, preempt=False):
+           kunit=None, name=None, extra=(), disk_dir=None, preempt=False, x86=False,
+           smp=2, kcsan=False):
     """Run SCRIPT (relative to the repository) in a fresh VM; never raises on
     a failing guest: callers assert on .status and print .explain().
-    PREEMPT: boot the preemptible debug kernel (make kernel-preempt) instead
-    of the debug one.
+    PREEMPT: boot the preemptible debug UML kernel (make kernel-preempt)
+    instead of the debug one.
+    X86: boot the x86-64 kernel (make kernel-x86: SMP, CONFIG_PREEMPT) in
+    QEMU on SMP CPUs; KCSAN its KCSAN flavour. Under TCG a guest runs
+    several times slower than UML: TIMEOUT is the caller's to scale.
     DISK_DIR: where tests/vm/run makes (and afterwards deletes) the disk
     images; default the run's own directory."""
     os.makedirs(os.path.join(BUILD, "runs"), exist_ok=True)
-    outdir = tempfile.mkdtemp(prefix=f"{name or os.path.basename(script or 'kunit')}-",
+    lane = "-x86" if x86 or kcsan else ""
+    if lane:
+        timeout *= X86_TIMEOUT_SCALE
+    outdir = tempfile.mkdtemp(prefix=f"{name or os.path.basename(script or 'kunit')}{lane}-",
                               dir=os.path.join(BUILD, "runs"))
     cmd = [RUNNER, "-q", "-o", outdir, "-m", mem, "-t", str(timeout)]
-    if preempt:
+    if x86 or kcsan:
+        cmd += ["--x86", "--smp", str(smp)]
+    if kcsan:
+        cmd.append("--kcsan")
+    elif preempt:
         cmd.append("--preempt")
     elif debug:
         cmd.append("--debug")

@@ -4,7 +4,7 @@
 # on, and the per-configuration setup of overlayfs, the dm layer and
 # page-cache sharing. Sourced after tests/vm/lib.sh.
 #
-# Stack: /dev/ubdX [-> split] [-> dm-delay] -> dm device (linear | totalcow)
+# Stack: /dev/$DISKn [-> split] [-> dm-delay] -> dm device (linear | totalcow)
 # -> btrfs.
 
 # Sectors of the largest request the modelled disk is charged for at once.

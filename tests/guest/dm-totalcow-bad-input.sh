@@ -4,7 +4,7 @@
 # were).
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 
-sectors=$(blockdev --getsz /dev/ubda)
+sectors=$(blockdev --getsz /dev/$DISK0)
 dmesg -C
 
 # Tables: dmsetup create must fail and leave no device behind.
@@ -33,7 +33,7 @@ bad_tables=(
 	"x"
 )
 for args in "${bad_tables[@]}"; do
-	if dmsetup create bad --table "0 $sectors totalcow /dev/ubda $args" 2>/dev/null; then
+	if dmsetup create bad --table "0 $sectors totalcow /dev/$DISK0 $args" 2>/dev/null; then
 		die "table '$args' was accepted"
 	fi
 	[ ! -e /dev/mapper/bad ] || die "table '$args' left a device"
@@ -41,7 +41,7 @@ done
 # Two totalcow targets in one table: the kernel API names a target by its
 # device, so the second is refused with a clear error.
 half=$((sectors / 2))
-if printf '0 %s totalcow /dev/ubda\n%s %s totalcow /dev/ubda\n' "$half" "$half" "$half" |
+if printf '0 %s totalcow /dev/%s\n%s %s totalcow /dev/%s\n' "$half" "$DISK0" "$half" "$half" "$DISK0" |
 	dmsetup create bad 2>/dev/null; then
 	die "a table with two totalcow targets was accepted"
 fi
@@ -60,8 +60,8 @@ dmesg | grep "totalcow: " | head -n 20
 
 # Messages on a working device with a whitelist and cached data.
 make_file /tmp/pattern 4 bad-input
-dd if=/tmp/pattern of=/dev/ubda bs=1M oflag=direct status=none
-tc_create tc /dev/ubda cache_size 16
+dd if=/tmp/pattern of=/dev/$DISK0 bs=1M oflag=direct status=none
+tc_create tc /dev/$DISK0 cache_size 16
 dmsetup message tc 0 whitelist_add good 0 4096 8192 8
 dd if=/dev/mapper/tc of=/dev/null bs=64k count=32 iflag=direct status=none
 before_status=$(dmsetup status tc) before_table=$(dmsetup table tc)
@@ -125,9 +125,9 @@ dmsetup remove tc
 # options included.
 for args in "2 admit second" "4 cache_size 16 admit second" "4 admit first cache_size 5%" \
 	"2 readahead 1024" "6 readahead 0 cache_size 16 admit second"; do
-	dmsetup create good --table "0 $sectors totalcow /dev/ubda $args" || die "table '$args' refused"
+	dmsetup create good --table "0 $sectors totalcow /dev/$DISK0 $args" || die "table '$args' refused"
 	got=$(dmsetup table good | cut -d' ' -f5-)
-	dmsetup create again --table "$(dmsetup table good | sed 's|^0 [0-9]* totalcow [^ ]*|0 '"$sectors"' totalcow /dev/ubda|')" ||
+	dmsetup create again --table "$(dmsetup table good | sed 's|^0 [0-9]* totalcow [^ ]*|0 '"$sectors"' totalcow /dev/'"$DISK0"'|')" ||
 		die "table '$got' does not round-trip"
 	[ "$(dmsetup table again | cut -d' ' -f5-)" = "$got" ] || die "round trip changed '$got'"
 	dmsetup remove again

@@ -6,7 +6,7 @@
 # buffered and with O_DIRECT, which must drop the cached blocks.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 
-tc_create tc /dev/ubda cache_size 100%
+tc_create tc /dev/$DISK0 cache_size 100%
 mkfs.btrfs -q -f -K /dev/mapper/tc >/dev/null 2>&1
 mnt=/mnt/btrfs
 mkdir -p $mnt

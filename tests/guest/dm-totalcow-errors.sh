@@ -1,16 +1,16 @@
 #!/bin/bash
 # Errors below dm-totalcow reach the caller and are never cached.
 #
-# Stack: ubda -> "lower" (linear, swapped for error / flakey tables) ->
+# Stack: $DISK0 -> "lower" (linear, swapped for error / flakey tables) ->
 # totalcow. The first 8 MiB of a known pattern are whitelisted.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 
 mib=8
-sectors=$(blockdev --getsz /dev/ubda)
+sectors=$(blockdev --getsz /dev/$DISK0)
 make_file /tmp/pattern $mib error-pattern
-dd if=/tmp/pattern of=/dev/ubda bs=1M oflag=direct status=none
+dd if=/tmp/pattern of=/dev/$DISK0 bs=1M oflag=direct status=none
 lower_table() { printf '%s\n' "$@" | dmsetup reload lower && dmsetup resume lower; }
-dmsetup create lower --table "0 $sectors linear /dev/ubda 0"
+dmsetup create lower --table "0 $sectors linear /dev/$DISK0 0"
 tc_create tc /dev/mapper/lower cache_size 64
 dmsetup message tc 0 whitelist_add pat 0 $((mib * 2048))
 dev=/dev/mapper/tc
@@ -19,7 +19,7 @@ read_all() { dd if=$dev bs=64k count=$((mib * 16)) iflag=direct status=none; }
 
 # 1. The first 4 MiB fail below: reads of them fail, nothing is cached.
 dmsetup suspend tc
-lower_table "0 8192 error" "8192 $((sectors - 8192)) linear /dev/ubda 8192"
+lower_table "0 8192 error" "8192 $((sectors - 8192)) linear /dev/$DISK0 8192"
 dmsetup resume tc
 if dd if=$dev of=/dev/null bs=64k count=64 iflag=direct status=none 2>/dev/null; then
 	die "read of failing sectors succeeded"
@@ -35,7 +35,7 @@ cmp <(dd if=$dev bs=64k skip=64 count=64 iflag=direct status=none) \
 
 # 2. Healthy again: everything reads right, no error was cached.
 dmsetup suspend tc
-lower_table "0 $sectors linear /dev/ubda 0"
+lower_table "0 $sectors linear /dev/$DISK0 0"
 dmsetup resume tc
 cmp <(read_all) /tmp/pattern || die "data wrong after the device recovered"
 read_all | cmp - /tmp/pattern || die "data wrong when served from the cache"
@@ -45,7 +45,7 @@ read_all | cmp - /tmp/pattern || die "data wrong when served from the cache"
 # holds only right bytes.
 dmsetup message tc 0 drop_cache
 dmsetup suspend tc
-lower_table "0 $sectors flakey /dev/ubda 0 1 1 1 error_reads"
+lower_table "0 $sectors flakey /dev/$DISK0 0 1 1 1 error_reads"
 dmsetup resume tc
 end=$((SECONDS + 5)) ok=0 failed=0
 while [ $SECONDS -lt $end ]; do
@@ -63,7 +63,7 @@ echo "flakey: $ok good reads, $failed failed reads"
 [ $failed -gt 0 ] || die "flakey never failed a read"
 [ $ok -gt 0 ] || die "flakey never succeeded"
 dmsetup suspend tc
-lower_table "0 $sectors linear /dev/ubda 0"
+lower_table "0 $sectors linear /dev/$DISK0 0"
 dmsetup resume tc
 cmp <(read_all) /tmp/pattern || die "data wrong after flakey"
 

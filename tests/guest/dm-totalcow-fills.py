@@ -39,6 +39,8 @@ import sys
 import threading
 import time
 
+import vcpus
+
 BLOCK = 4096
 NOBODY = 65534
 
@@ -68,11 +70,13 @@ def scribbled_read(path, size):
         stop = threading.Event()
 
         def scribble():
+            vcpus.pin(1)    # on an SMP guest, while the read runs on CPU 0
             v = 0
             while not stop.is_set():
                 ctypes.memset(addr, 0x41 + v % 26, size)
                 v += 1
 
+        vcpus.pin(0)
         t = threading.Thread(target=scribble)
         t.start()
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
@@ -155,6 +159,7 @@ def concurrent(dev, blocks, readers, seconds):
         return version[2 * blk], version[2 * blk + 1]
 
     def reader(seed, go_r):
+        vcpus.pin(1 + seed)
         rnd = random.Random(seed)
         chunk = 32
         rbuf = mmap.mmap(-1, chunk * BLOCK)
@@ -194,6 +199,10 @@ def concurrent(dev, blocks, readers, seconds):
     stop = threading.Event()
 
     def writer():
+        vcpus.pin(0)
+        # On one CPU the writer must pause for the readers to run; on an
+        # SMP guest it has a CPU of its own and writes flat out.
+        pause = 0.01 if len(vcpus.cpus()) == 1 else 0
         rnd = random.Random(99)
         wbuf = mmap.mmap(-1, BLOCK)
         while not stop.is_set():
@@ -207,7 +216,8 @@ def concurrent(dev, blocks, readers, seconds):
                 version[2 * blk] = v
                 version[2 * blk + 1] = 0
             stats["writes"] += 1
-            time.sleep(rnd.random() * 0.01)
+            if pause:
+                time.sleep(rnd.random() * pause)
 
     wt = threading.Thread(target=writer)
     wt.start()
@@ -234,7 +244,7 @@ def concurrent(dev, blocks, readers, seconds):
         if buf[:] != block_data(blk, version[2 * blk]):
             errors.append(f"final: block {blk} is not version {version[2 * blk]}")
     os.close(fd)
-    print(f"concurrent: {readers} readers, {stats['rounds']} rounds, "
+    print(f"concurrent: {vcpus.describe()}, {readers} readers, {stats['rounds']} rounds, "
           f"{stats['checked']} blocks checked, {stats['writes']} writes, "
           f"{len(errors)} errors")
     for e in errors[:10]:

@@ -7,7 +7,7 @@
 #   2. aliased iovecs on the raw device (one buffer twice) cache nothing
 #      wrong;
 #   3. N concurrent readers of one cold range read it from the disk once
-#      (counted from /sys/block/ubda/stat), readers in different I/O
+#      (counted from /sys/block/$DISK0/stat), readers in different I/O
 #      cgroups never wait for each other's fills, and with writes
 #      interleaved every byte matches the writer's model.
 #
@@ -19,7 +19,7 @@ seconds=${2:-20}
 helper=$TOTALCOW_TOP/tests/guest/dm-totalcow-fills.py
 
 # 1. Scribbling O_DIRECT reader, btrfs on totalcow, admit first.
-tc_btrfs tc /dev/ubda /mnt/tc
+tc_btrfs tc /dev/$DISK0 /mnt/tc
 btrfs subvolume create /mnt/tc/tpl >/dev/null
 touch /mnt/tc/tpl/nocow
 chattr +C /mnt/tc/tpl/nocow
@@ -42,8 +42,8 @@ dmsetup remove tc
 
 # 2. Aliased iovecs on the raw device.
 make_file /tmp/raw 4 fills-raw
-dd if=/tmp/raw of=/dev/ubda bs=1M oflag=direct status=none
-tc_create tc /dev/ubda cache_size 64
+dd if=/tmp/raw of=/dev/$DISK0 bs=1M oflag=direct status=none
+tc_create tc /dev/$DISK0 cache_size 64
 dmsetup message tc 0 whitelist_add raw 0 $((4 << 11))
 python3 "$helper" aliased /dev/mapper/tc || die "aliased iovecs poisoned the cache"
 
@@ -54,9 +54,9 @@ dmsetup remove tc
 
 # 3. Then with reads and writes delayed below the target (10 ms each, like
 # a disk's seek), so that the readers' requests for one block overlap.
-dd if=/tmp/raw of=/dev/ubda bs=1M oflag=direct status=none
-sectors=$(blockdev --getsz /dev/ubda)
-dmsetup create slow --table "0 $sectors delay /dev/ubda 0 10"
+dd if=/tmp/raw of=/dev/$DISK0 bs=1M oflag=direct status=none
+sectors=$(blockdev --getsz /dev/$DISK0)
+dmsetup create slow --table "0 $sectors delay /dev/$DISK0 0 10"
 tc_create tc /dev/mapper/slow cache_size 64
 dmsetup message tc 0 whitelist_add raw 0 $((4 << 11))
 
@@ -64,12 +64,12 @@ dmsetup message tc 0 whitelist_add raw 0 $((4 << 11))
 readers=8
 for round in 1 2 3; do
 	dmsetup message tc 0 drop_cache
-	before=$(sectors_read ubda)
+	before=$(sectors_read "$DISK0")
 	for i in $(seq "$readers"); do
 		dd if=/dev/mapper/tc of=/tmp/got.$i bs=128K count=32 iflag=direct status=none &
 	done
 	wait
-	read_sectors=$(($(sectors_read ubda) - before))
+	read_sectors=$(($(sectors_read "$DISK0") - before))
 	for i in $(seq "$readers"); do
 		cmp /tmp/raw /tmp/got.$i || die "concurrent reader $i got wrong bytes"
 	done

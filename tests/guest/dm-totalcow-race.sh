@@ -6,10 +6,10 @@
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 
 seconds=${1:-20}
-sectors=$(blockdev --getsz /dev/ubda)
-dd if=/dev/zero of=/dev/ubda bs=1M count=1 oflag=direct status=none
+sectors=$(blockdev --getsz /dev/$DISK0)
+dd if=/dev/zero of=/dev/$DISK0 bs=1M count=1 oflag=direct status=none
 
-tc_create tc /dev/ubda cache_size 16
+tc_create tc /dev/$DISK0 cache_size 16
 dmsetup message tc 0 whitelist_add race 0 $((256 * 8))
 python3 "$TOTALCOW_TOP/tests/guest/dm-totalcow-race.py" /dev/mapper/tc "$seconds" ||
 	die "stale data on the plain disk"
@@ -18,8 +18,8 @@ dmsetup status tc
 [ "$(tc_stat tc invalidations)" -gt 0 ] || die "the hammer never invalidated"
 dmsetup remove tc
 
-dd if=/dev/zero of=/dev/ubda bs=1M count=1 oflag=direct status=none
-dmsetup create slow --table "0 $sectors delay /dev/ubda 0 0 /dev/ubda 0 3"
+dd if=/dev/zero of=/dev/$DISK0 bs=1M count=1 oflag=direct status=none
+dmsetup create slow --table "0 $sectors delay /dev/$DISK0 0 0 /dev/$DISK0 0 3"
 tc_create tc /dev/mapper/slow cache_size 16
 dmsetup message tc 0 whitelist_add race 0 $((256 * 8))
 python3 "$TOTALCOW_TOP/tests/guest/dm-totalcow-race.py" /dev/mapper/tc "$seconds" ||
@@ -28,7 +28,7 @@ dmsetup status tc
 dmsetup remove tc
 
 # Readahead fills (no caller's bio) race with the same writes.
-dd if=/dev/zero of=/dev/ubda bs=1M count=1 oflag=direct status=none
+dd if=/dev/zero of=/dev/$DISK0 bs=1M count=1 oflag=direct status=none
 tc_create tc /dev/mapper/slow cache_size 16 readahead 32
 dmsetup message tc 0 whitelist_add race 0 $((256 * 8))
 python3 "$TOTALCOW_TOP/tests/guest/dm-totalcow-race.py" /dev/mapper/tc "$seconds" ||

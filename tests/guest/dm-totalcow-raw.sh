@@ -9,8 +9,8 @@
 
 mib=16
 make_file /tmp/pattern $mib raw-pattern
-dd if=/tmp/pattern of=/dev/ubda bs=1M oflag=direct status=none
-tc_create tc /dev/ubda cache_size 64
+dd if=/tmp/pattern of=/dev/$DISK0 bs=1M oflag=direct status=none
+tc_create tc /dev/$DISK0 cache_size 64
 dev=/dev/mapper/tc
 
 # check [LABEL]: the first $mib MiB through the target equal the disk, read
@@ -19,15 +19,15 @@ check() {
 	local bs
 	for bs in 4096 65536 1048576 3584; do
 		cmp <(dd if=$dev bs=$bs count=$((mib * 1048576 / bs)) iflag=direct status=none) \
-		    <(dd if=/dev/ubda bs=1M count=$mib iflag=direct status=none | head -c $((mib * 1048576 / bs * bs))) ||
+		    <(dd if=/dev/$DISK0 bs=1M count=$mib iflag=direct status=none | head -c $((mib * 1048576 / bs * bs))) ||
 			die "${1:-check}: bs=$bs: target and disk differ"
 	done
 	# Unaligned: 7 sectors from sector 1, 3 sectors across a block boundary.
 	cmp <(dd if=$dev bs=512 skip=1 count=7 iflag=direct status=none) \
-	    <(dd if=/dev/ubda bs=512 skip=1 count=7 iflag=direct status=none) ||
+	    <(dd if=/dev/$DISK0 bs=512 skip=1 count=7 iflag=direct status=none) ||
 		die "${1:-check}: unaligned read differs"
 	cmp <(dd if=$dev bs=512 skip=6 count=3 iflag=direct status=none) \
-	    <(dd if=/dev/ubda bs=512 skip=6 count=3 iflag=direct status=none) ||
+	    <(dd if=/dev/$DISK0 bs=512 skip=6 count=3 iflag=direct status=none) ||
 		die "${1:-check}: read across a block boundary differs"
 }
 

@@ -6,10 +6,10 @@
 
 mib=$1 pressure_mib=$2
 openssl enc -aes-128-ctr -nosalt -pass pass:shrink -pbkdf2 -iter 1 \
-	-in <(head -c $((mib << 20)) /dev/zero) -out /dev/ubda 2>/dev/null
-want=$(head -c $((mib << 20)) /dev/ubda | sha256sum)
-blockdev --flushbufs /dev/ubda
-tc_create tc /dev/ubda cache_size 100%
+	-in <(head -c $((mib << 20)) /dev/zero) -out /dev/$DISK0 2>/dev/null
+want=$(head -c $((mib << 20)) /dev/$DISK0 | sha256sum)
+blockdev --flushbufs /dev/$DISK0
+tc_create tc /dev/$DISK0 cache_size 100%
 dmsetup message tc 0 whitelist_add big 0 $((mib * 2048))
 read_sum() { dd if=/dev/mapper/tc bs=1M count="$mib" iflag=direct status=none | sha256sum; }
 

@@ -24,10 +24,10 @@ gone() {
 # alive_after PID: still running after 1 s.
 alive_after() { sleep 1; kill -0 "$1" 2>/dev/null; }
 
-sectors=$(blockdev --getsz /dev/ubda)
-dmsetup create lower --table "0 $sectors linear /dev/ubda 0"
+sectors=$(blockdev --getsz /dev/$DISK0)
+dmsetup create lower --table "0 $sectors linear /dev/$DISK0 0"
 tc_create tc /dev/mapper/lower cache_size 16
-tc_create tc2 /dev/ubdb cache_size 16
+tc_create tc2 /dev/$DISK1 cache_size 16
 echo "stuck $(devnum tc)" > $tpl/register
 echo "other $(devnum tc2)" > $tpl/register
 

@@ -8,7 +8,7 @@
 #   lxc-fleet.sh [N]     N clones per fleet (default 8)
 #
 # Prints "lxc-fleet: ..." summary lines; counts come from the kernel
-# (/proc/vmstat, /sys/block/ubda/stat, groups/<g>/stats).
+# (/proc/vmstat, /sys/block/$DISK0/stat, groups/<g>/stats).
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 n=${1:-8}
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
@@ -16,7 +16,7 @@ lxcpath=/var/lib/lxc
 groups=/sys/kernel/mm/totalcow/groups
 data_mib=8	# per data file; 4 files
 
-tc_create tc /dev/ubda cache_size 100%
+tc_create tc /dev/$DISK0 cache_size 100%
 mkfs.btrfs -q -f -K /dev/mapper/tc
 mount /dev/mapper/tc $lxcpath
 echo "lxc.net.0.type = empty" > /tmp/net.conf
@@ -110,14 +110,14 @@ ctl template del bb
 
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/bb/stats; }
 # run_fleet PREFIX: start N clones, run the workload in each, stop them.
-# Sets pc (page-cache growth), rd (bytes read from ubda).
+# Sets pc (page-cache growth), rd (bytes read from $DISK0).
 run_fleet() {
 	local p=$1 i pc0 rd0 out
 	drop_caches
 	# Warm LXC's own files (from the host, over hostfs) with a container
 	# outside both fleets, so that the growth below is the fleet's.
 	lxc-start -n warm && lxc-attach -n warm -- /bin/true && lxc-stop -k -n warm
-	pc0=$(page_cache_bytes) rd0=$(sectors_read ubda)
+	pc0=$(page_cache_bytes) rd0=$(sectors_read "$DISK0")
 	for i in $(seq 1 "$n"); do
 		lxc-start -n $p$i || die "lxc-start $p$i"
 	done
@@ -125,7 +125,7 @@ run_fleet() {
 		out=$(lxc-attach -n $p$i -- /bin/fleet-read) || die "lxc-attach $p$i"
 		[ "$out" = "$want" ] || die "$p$i read '$out', want '$want'"
 	done
-	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read ubda) - rd0) * 512 ))
+	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read "$DISK0") - rd0) * 512 ))
 	for i in $(seq 1 "$n"); do
 		[ "$(lxc-info -n $p$i -s -H)" = RUNNING ] || die "$p$i is not running"
 		lxc-stop -k -n $p$i || die "lxc-stop $p$i"

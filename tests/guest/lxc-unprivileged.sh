@@ -24,7 +24,7 @@ top=/mnt/fleet
 home=$top/home/$name
 lxcpath=$home/.local/share/lxc
 
-tc_create tc /dev/ubda cache_size 100%
+tc_create tc /dev/$DISK0 cache_size 100%
 mkfs.btrfs -q -f -K /dev/mapper/tc
 # Unprivileged lxc-destroy deletes its btrfs subvolumes with
 # BTRFS_IOC_SNAP_DESTROY, which needs user_subvol_rm_allowed (docs/lxc.md).
@@ -80,13 +80,13 @@ expect=$(for i in $(seq 1 "$n"); do echo $rel/c$i/rootfs; done | sort | tr '\n' 
 
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/bb/stats; }
 # run_fleet PREFIX: the user starts N clones, runs the workload in each,
-# stops them. Sets pc (page-cache growth), rd (bytes read from ubda).
+# stops them. Sets pc (page-cache growth), rd (bytes read from $DISK0).
 run_fleet() {
 	local p=$1 i pc0 rd0 out
 	drop_caches
 	as_user lxc-start -n warm && as_user lxc-attach -n warm -- /bin/true &&
 		as_user lxc-stop -k -n warm || die "warm container"
-	pc0=$(page_cache_bytes) rd0=$(sectors_read ubda)
+	pc0=$(page_cache_bytes) rd0=$(sectors_read "$DISK0")
 	for i in $(seq 1 "$n"); do
 		as_user lxc-start -n $p$i || die "user lxc-start $p$i"
 	done
@@ -94,7 +94,7 @@ run_fleet() {
 		out=$(as_user lxc-attach -n $p$i -- /bin/fleet-read) || die "user lxc-attach $p$i"
 		[ "$out" = "$want" ] || die "$p$i read '$out', want '$want'"
 	done
-	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read ubda) - rd0) * 512 ))
+	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read "$DISK0") - rd0) * 512 ))
 	for i in $(seq 1 "$n"); do
 		[ "$(as_user lxc-info -n $p$i -s -H)" = RUNNING ] || die "$p$i is not running"
 		as_user lxc-stop -k -n $p$i || die "user lxc-stop $p$i"

@@ -22,7 +22,7 @@ data_mib=8	# per data file; 4 files
 nspawn=(systemd-nspawn --register=no --keep-unit --quiet --pipe)
 
 [ -d $machines ] || die "$machines missing (package systemd-container)"
-tc_create tc /dev/ubda cache_size 100%
+tc_create tc /dev/$DISK0 cache_size 100%
 mkfs.btrfs -q -f -K /dev/mapper/tc
 mount /dev/mapper/tc $machines
 
@@ -53,12 +53,12 @@ stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/img/stats; }
 auto_paths() { awk '{ print $2 }' $groups/img/auto_members | sort | tr '\n' ' '; }
 # run_fleet IMAGE PREFIX: N containers cloned from IMAGE (--template makes
 # PREFIX$i as a snapshot the first time), all started at once, each reads
-# the data; sets pc (page-cache growth) and rd (bytes read from ubda).
+# the data; sets pc (page-cache growth) and rd (bytes read from $DISK0).
 run_fleet() {
 	local img=$1 p=$2 i pc0 rd0 pids=()
 	drop_caches
 	"${nspawn[@]}" -x -D $machines/plain /bin/sh -c : || die "warm-up container"
-	pc0=$(page_cache_bytes) rd0=$(sectors_read ubda)
+	pc0=$(page_cache_bytes) rd0=$(sectors_read "$DISK0")
 	for i in $(seq 1 "$n"); do
 		"${nspawn[@]}" --template=$machines/$img -D $machines/$p$i /bin/fleet-read \
 			> /tmp/$p$i.out 2>&1 &
@@ -68,7 +68,7 @@ run_fleet() {
 		wait "${pids[i - 1]}" || { cat /tmp/$p$i.out; die "nspawn $p$i"; }
 		[ "$(cat /tmp/$p$i.out)" = "$want" ] || die "$p$i read '$(cat /tmp/$p$i.out)', want '$want'"
 	done
-	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read ubda) - rd0) * 512 ))
+	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read "$DISK0") - rd0) * 512 ))
 }
 ratio() { echo "scale=2; $1 / $one" | bc; }
 

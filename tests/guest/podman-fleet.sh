@@ -23,7 +23,7 @@ data_mib=8	# per data file; 4 files
 podman=(podman --storage-driver btrfs --root $top/storage --runroot /run/podman
 	--cgroup-manager cgroupfs --events-backend file)
 
-tc_create tc /dev/ubda cache_size 100%
+tc_create tc /dev/$DISK0 cache_size 100%
 mkfs.btrfs -q -f -K /dev/mapper/tc
 mkdir -p $top && mount /dev/mapper/tc $top
 "${podman[@]}" info --format '{{.Store.GraphDriverName}}' | grep -qx btrfs ||
@@ -56,7 +56,7 @@ stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/img/stats; }
 auto_count() { wc -l < $groups/img/auto_members; }
 # run_fleet IMAGE PREFIX: N containers of IMAGE (podman create: a snapshot
 # of its top layer each), started at once, each reads the data; sets pc
-# (page-cache growth) and rd (bytes read from ubda).
+# (page-cache growth) and rd (bytes read from $DISK0).
 run_fleet() {
 	local img=$1 p=$2 i pc0 rd0 pids=()
 	for i in $(seq 1 "$n"); do
@@ -66,7 +66,7 @@ run_fleet() {
 	drop_caches
 	# podman's own files (the host's, over hostfs) warmed outside both fleets
 	"${podman[@]}" run --rm --network none localhost/plain /bin/sh -c : || die "warm-up"
-	pc0=$(page_cache_bytes) rd0=$(sectors_read ubda)
+	pc0=$(page_cache_bytes) rd0=$(sectors_read "$DISK0")
 	for i in $(seq 1 "$n"); do
 		"${podman[@]}" start -a $p$i > /tmp/$p$i.out 2>&1 &
 		pids+=($!)
@@ -75,7 +75,7 @@ run_fleet() {
 		wait "${pids[i - 1]}" || { cat /tmp/$p$i.out; die "podman start $p$i"; }
 		[ "$(cat /tmp/$p$i.out)" = "$want" ] || die "$p$i read '$(cat /tmp/$p$i.out)'"
 	done
-	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read ubda) - rd0) * 512 ))
+	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read "$DISK0") - rd0) * 512 ))
 }
 ratio() { echo "scale=2; $1 / $one" | bc; }
 

@@ -13,7 +13,7 @@
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
 user=(setpriv --reuid=1000 --regid=1000 --clear-groups)
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 
 btrfs -q subvolume create $mnt/T
 mkdir $mnt/T/d

@@ -11,7 +11,7 @@ ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 mnt=/mnt/btrfs
 n=4
 
-tc_btrfs tc /dev/ubda $mnt cache_size 100%
+tc_btrfs tc /dev/$DISK0 $mnt cache_size 100%
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data $mnt/template/bin
 make_file $mnt/template/data/file 1 paths

@@ -8,7 +8,7 @@
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/template
 mkdir -m 0700 $mnt/template/secret
 mkdir -m 0755 $mnt/template/data

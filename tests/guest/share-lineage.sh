@@ -10,8 +10,8 @@
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-mkfs.btrfs -q -f -K /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
-mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
+mkfs.btrfs -q -f -K /dev/$DISK0 >/dev/null 2>&1 || die "mkfs.btrfs"
+mkdir -p $mnt && mount /dev/$DISK0 $mnt || die "mount"
 
 btrfs -q subvolume create $mnt/S
 mkdir $mnt/S/data

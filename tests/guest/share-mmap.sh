@@ -13,7 +13,7 @@ mib=${1:-64}
 ops=${2:-3000}
 n=8
 
-tc_btrfs tc /dev/ubda $mnt cache_size 100%
+tc_btrfs tc /dev/$DISK0 $mnt cache_size 100%
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data $mnt/template/bin
 make_file $mnt/template/data/file "$mib" mmap

@@ -11,7 +11,7 @@ ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 mnt=/mnt/btrfs
 stats=/sys/kernel/mm/totalcow/groups/ow/stats
 
-tc_btrfs tc /dev/ubda $mnt
+tc_btrfs tc /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/template
 make_file $mnt/template/file 8 overwrite-template
 btrfs property set $mnt/template ro true

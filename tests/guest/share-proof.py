@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 
+import vcpus
 from btrfs_subvol import snapshot, subvol_create
 
 POSIX_FADV_DONTNEED = 4
@@ -89,10 +90,12 @@ def one_try(mnt, mode, i):
         fd = os.open(f"{mnt}/{m}/f", os.O_RDWR | os.O_DIRECT)
 
         def race():
+            vcpus.pin(1)    # SMP: proofs run while the write runs on CPU 0
             while not stop.is_set():
                 evict(f"{mnt}/{m}/f")
                 read_all(f"{mnt}/{m}/f")
                 started.set()
+        vcpus.pin(0)
         reader = threading.Thread(target=race)
         reader.start()
         started.wait()      # M is bound and its pages are proven by now

@@ -5,7 +5,7 @@
 # Arguments: MODE (same-tick|dio-race) TRIES COLLISIONS.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 mnt=/mnt/btrfs
-mkfs.btrfs -q -f -K /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
-mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
+mkfs.btrfs -q -f -K /dev/$DISK0 >/dev/null 2>&1 || die "mkfs.btrfs"
+mkdir -p $mnt && mount /dev/$DISK0 $mnt || die "mount"
 python3 "$TOTALCOW_TOP/tests/guest/share-proof.py" $mnt "$@" || die "share-proof.py $*"
 umount $mnt

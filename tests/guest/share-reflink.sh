@@ -6,7 +6,7 @@
 #
 #   share-reflink.sh [MIB] [N]
 #
-# Plain btrfs on /dev/ubda (no dm layer: sectors_read counts every read).
+# Plain btrfs on /dev/$DISK0 (no dm layer: sectors_read counts every read).
 # N members each copy the template's MIB MiB file under a new name; read
 # once from an empty cache, the copies cost about one file of page cache
 # and of device reads, every byte right. Then: a write into one copy stays
@@ -24,8 +24,8 @@ mib=${1:-64}
 n=${2:-8}
 bytes=$((mib << 20))
 
-mkfs.btrfs -q -f -K /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
-mkdir -p $mnt && mount /dev/ubda $mnt || die "mount"
+mkfs.btrfs -q -f -K /dev/$DISK0 >/dev/null 2>&1 || die "mkfs.btrfs"
+mkdir -p $mnt && mount /dev/$DISK0 $mnt || die "mount"
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data
 make_file $mnt/template/data/big.bin "$mib" reflink
@@ -48,9 +48,9 @@ stat_line() { tr '\n' ' ' < $groups/g/stats; }
 
 # 1. The copies, read once from an empty cache.
 drop_caches
-pc0=$(page_cache_bytes) rd0=$(sectors_read ubda)
+pc0=$(page_cache_bytes) rd0=$(sectors_read "$DISK0")
 for i in $(seq 1 "$n"); do cat $mnt/m$i/copies/renamed.bin > /dev/null; done
-pc1=$(page_cache_bytes) rd1=$(sectors_read ubda)
+pc1=$(page_cache_bytes) rd1=$(sectors_read "$DISK0")
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 mem=$(ratio $((pc1 - pc0)) $bytes) rd=$(ratio $(((rd1 - rd0) * 512)) $bytes)
 echo "reflink: $n copies: page cache ${mem}x, device reads ${rd}x the file"

@@ -11,7 +11,7 @@ ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
 
-tc_btrfs tc /dev/ubda $mnt cache_size 64
+tc_btrfs tc /dev/$DISK0 $mnt cache_size 64
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data/sub
 for f in a b c d; do make_file $mnt/template/data/$f 4 "$f"; done

@@ -13,7 +13,7 @@ mib=${1:-256}
 layer1=${2:-dm}	# "nodm": no template extents on the dm layer
 n=8
 
-tc_btrfs tc /dev/ubda $mnt cache_size 100%
+tc_btrfs tc /dev/$DISK0 $mnt cache_size 100%
 btrfs -q subvolume create $mnt/template
 mkdir -p $mnt/template/data
 make_file $mnt/template/data/file $mib template
@@ -62,11 +62,11 @@ stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/fleet/stats; }
 touch $mnt/c9/data/file
 dd if=$mnt/template/data/file of=$mnt/c9/data/file bs=1M count=1 conv=notrunc,fsync status=none
 drop_caches
-pc0=$(page_cache_bytes); r0=$(sectors_read ubda); xa0=$(xa_node_bytes)
+pc0=$(page_cache_bytes); r0=$(sectors_read "$DISK0"); xa0=$(xa_node_bytes)
 for i in $(seq 1 $n); do
 	[ "$(sha256sum < $mnt/c$i/data/file)" = "$want" ] || die "c$i read back wrong"
 done
-pc1=$(page_cache_bytes); r1=$(sectors_read ubda); xa1=$(xa_node_bytes)
+pc1=$(page_cache_bytes); r1=$(sectors_read "$DISK0"); xa1=$(xa_node_bytes)
 cached=$(( $(tc_stat tc cached) * 4096 ))
 ratio() { echo "scale=3; $1 / $bytes" | bc; }
 mem=$(ratio $((pc1 - pc0))); reads=$(ratio $(((r1 - r0) * 512))); both=$(ratio $((pc1 - pc0 + cached)))

@@ -10,7 +10,7 @@ mnt=/mnt/btrfs
 members=64
 chunk=4096	# bytes of one chunk of policy bytes (2048 pages)
 
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/template
 truncate -s 1T $mnt/template/sparse.bin
 make_file /tmp/page 1 sparse

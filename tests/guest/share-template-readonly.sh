@@ -11,7 +11,7 @@
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
 owner=4242
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/template
 make_file $mnt/template/data 4 data
 chown $owner $mnt/template

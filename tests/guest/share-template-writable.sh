@@ -8,7 +8,7 @@
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/template
 make_file $mnt/template/lib.so 4 lib
 btrfs property set $mnt/template ro true

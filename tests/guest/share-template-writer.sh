@@ -15,7 +15,7 @@ groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
 owner=4242
 as_owner=(setpriv --reuid=$owner --regid=$owner --clear-groups)
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/T
 make_file $mnt/T/data 4 data
 chown -R $owner $mnt/T

@@ -18,7 +18,7 @@
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
 cg=/sys/fs/cgroup
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/T
 make_file $mnt/T/f 16 neighbour
 btrfs property set $mnt/T ro true
@@ -68,7 +68,7 @@ read4k 1000 2000 $mnt/A/f > /dev/null
 python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' $mnt/T/f
 [ "$(pages $mnt/T/f)" = 0 ] || die "the template's pages stayed: $(pages $mnt/T/f)"
-echo "$(cat /sys/block/ubda/dev) rbps=2048" > $cg/att/io.max || die "io.max"
+echo "$(cat /sys/block/$DISK0/dev) rbps=2048" > $cg/att/io.max || die "io.max"
 sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 --clear-groups \
 	dd if=$mnt/A/f of=/tmp/att bs=16K skip=25 count=1 status=none" &
 att=$!
@@ -80,7 +80,7 @@ kill -0 $att 2>/dev/null && still=yes || still=no
 [ "$got" = "${want[512]}" ] || die "the victim's read did not finish within 60 s, or read wrong bytes"
 echo "neighbour: the victim's 4 KiB read returned while the attacker's throttled read was in flight: $still"
 [ $still = yes ] || die "the attacker's read finished first: nothing was tested"
-echo "$(cat /sys/block/ubda/dev) rbps=max" > $cg/att/io.max
+echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/att/io.max
 wait $att || die "the attacker's read failed"
 cmp /tmp/att <(dd if=$mnt/T/f bs=16K skip=25 count=1 status=none) || die "the attacker read wrong bytes"
 rmdir $cg/att $cg/vic

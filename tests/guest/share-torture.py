@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Randomized torture of page-cache sharing, checked against a model.
 
-    share-torture.py MNT MEMBERS OPS SEED
+    share-torture.py MNT MEMBERS OPS SEED [WORKERS]
 
 MNT holds a read-only subvolume "template" with the file data/file and
 snapshots m1..mMEMBERS in one group; each member has data/file and
@@ -14,6 +14,13 @@ the template or another member, and evictions of one file's cache
 (POSIX_FADV_DONTNEED) that make the next read prove or compare again; a
 bytearray per file models what a stock kernel must return. Any difference
 is a failure. Prints "torture: N operations, 0 mismatches" at the end.
+
+WORKERS (default 1) processes run at once, each pinned to its own CPU
+(vcpus.pin) and owning members w+1, w+1+WORKERS, ... with their own model,
+seed SEED+w and OPS/WORKERS operations: their files are their own, but the
+template's pages, extents and cache, the group and drop_caches are shared,
+so on an SMP guest aliasing, COW breaks, proofs and evictions of one
+member race those of another for real.
 """
 
 import ctypes
@@ -21,8 +28,12 @@ import fcntl
 import mmap
 import os
 import random
+import json
 import struct
 import sys
+import traceback
+
+import vcpus
 
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
 FICLONERANGE = 0x4020940D
@@ -32,14 +43,14 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 
 
-def main():
-    mnt, members, ops, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def torture(mnt, members, ops, seed):
+    """OPS random operations on the files of MEMBERS (member numbers);
+    returns (operations done, mismatches, counts per kind)."""
     rnd = random.Random(seed)
     with open(f"{mnt}/template/data/file", "rb") as f:
         template = f.read()
     size0 = len(template)
-    paths = [f"{mnt}/m{i}/data/{name}" for i in range(1, members + 1)
-             for name in ("file", "copy")]
+    paths = [f"{mnt}/m{i}/data/{name}" for i in members for name in ("file", "copy")]
     model = {p: bytearray(template) for p in paths}
     fds = {p: os.open(p, os.O_RDWR) for p in paths}
     dfds = {p: os.open(p, os.O_RDWR | os.O_DIRECT) for p in paths}
@@ -58,6 +69,7 @@ def main():
             print(f"MISMATCH after {what}: {p} offset {off + bad} "
                   f"(read {len(got)} of {n} bytes)", flush=True)
 
+    op = -1
     for op in range(ops):
         p = rnd.choice(paths)
         m = model[p]
@@ -179,8 +191,53 @@ def main():
             if f.read() != bytes(model[p]):
                 mismatches += 1
                 print(f"MISMATCH {p} after drop_caches", flush=True)
+    return op + 1, mismatches, counts
+
+
+def main():
+    mnt, members, ops, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    workers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    if workers < 1 or (workers > 1 and members < 2 * workers):
+        sys.exit(f"share-torture: {workers} workers need 2 members each ({members} given)")
+    if workers == 1:
+        done, mismatches, counts = torture(mnt, range(1, members + 1), ops, seed)
+    else:
+        kids = []
+        for w in range(workers):
+            r, wr = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                status = 3
+                try:
+                    vcpus.pin(w)
+                    res = torture(mnt, range(w + 1, members + 1, workers),
+                                  ops // workers + (w < ops % workers), seed + w)
+                    os.write(wr, json.dumps(res).encode())
+                    status = 0
+                except BaseException:  # noqa: BLE001 - report, never return
+                    traceback.print_exc()
+                finally:
+                    os._exit(status)
+            os.close(wr)
+            kids.append((pid, r))
+        done = mismatches = 0
+        counts = {}
+        for pid, r in kids:
+            with os.fdopen(r, "rb") as f:
+                out = f.read()
+            _, st = os.waitpid(pid, 0)
+            if os.waitstatus_to_exitcode(st) != 0 or not out:
+                print(f"torture: worker {pid} failed (status {st})", flush=True)
+                mismatches += 1
+                continue
+            d, m, c = json.loads(out)
+            done, mismatches = done + d, mismatches + m
+            for k, v in c.items():
+                counts[k] = counts.get(k, 0) + v
+    print(f"torture: {workers} worker(s) on {vcpus.describe()}")
     print("ops:", " ".join(f"{k}={v}" for k, v in sorted(counts.items())))
-    print(f"torture: {op + 1} operations, {mismatches} mismatches", flush=True)
+    print(f"torture: {done} operations, {mismatches} mismatches", flush=True)
     return 1 if mismatches else 0
 
 

@@ -13,7 +13,7 @@
 pages=${1:-1048576} members=${2:-64} full=${3:-2}
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
-btrfs_mount /dev/ubda $mnt
+btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/template
 truncate -s $((pages * 4096)) $mnt/template/big
 make_file /tmp/chunk 1 walks

@@ -29,7 +29,9 @@ each try
    (POSIX_FADV_DONTNEED). UML runs one CPU: B must sleep, not spin, so
    that A runs meanwhile; B's timer then preempts A wherever the kernel
    lets it (anywhere with CONFIG_PREEMPT; with preemption off only where A
-   sleeps or yields). The delays spread evenly (golden-ratio sequence)
+   sleeps or yields). On an SMP guest (the x86-64 lane) A and B are pinned
+   to CPUs of their own and B spins through its delay instead: both run at
+   once, no preemption needed. The delays spread evenly (golden-ratio sequence)
    over 0..SPAN, SPAN = max(MAX_DELAY_US, the median time of A's read
    measured in three calibration tries without B);
 4. checks: a buffered read of P must give the user's bytes (else a wrong
@@ -55,6 +57,7 @@ import sys
 import threading
 import time
 
+import vcpus
 from btrfs_subvol import destroy, snapshot
 
 PAGE = 4096
@@ -125,12 +128,15 @@ class Try:
     def __init__(self, path, size):
         self.path, self.size = path, size
         self.barrier = threading.Barrier(2)
+        # On an SMP guest A and B run on CPUs of their own (vcpus.pin).
+        self.smp = len(vcpus.cpus()) > 1
         self.a0 = self.a1 = 0.0
         self.got_next = None
         self.error = None
 
     def reader(self, fd):
         try:
+            vcpus.pin(1)
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
             self.barrier.wait()
             self.a0 = time.perf_counter()
@@ -141,13 +147,19 @@ class Try:
 
     def run(self, wfd, delay):
         """Returns (when B passed the barrier, when it began writeback)."""
+        vcpus.pin(0)
         rfd = os.open(self.path, os.O_RDONLY)
         a = threading.Thread(target=self.reader, args=(rfd,))
         a.start()
         try:
             self.barrier.wait()
             t0 = time.perf_counter()
-            if delay > 0:
+            if delay > 0 and self.smp:
+                # A runs on a CPU of its own: B waits on its own CPU
+                # without giving it up, and starts writeback at the delay.
+                while time.perf_counter() - t0 < delay:
+                    pass
+            elif delay > 0:
                 time.sleep(delay)
             b1 = time.perf_counter()
             if delay >= 0:

@@ -39,8 +39,8 @@ mnt=/mnt/btrfs
 user=(setpriv --reuid=1000 --regid=1000 --clear-groups)
 py=$TOTALCOW_TOP/tests/guest/share-writeback-race.py
 
-mkfs.btrfs -q -f -K /dev/ubda >/dev/null 2>&1 || die "mkfs.btrfs"
-mkdir -p $mnt && mount -o user_subvol_rm_allowed /dev/ubda $mnt || die "mount"
+mkfs.btrfs -q -f -K /dev/$DISK0 >/dev/null 2>&1 || die "mkfs.btrfs"
+mkdir -p $mnt && mount -o user_subvol_rm_allowed /dev/$DISK0 $mnt || die "mount"
 btrfs -q subvolume create $mnt/T
 mkdir $mnt/T/d
 python3 "$py" template $mnt/T/d/f "$mib" "$layout" || die "cannot write the template"

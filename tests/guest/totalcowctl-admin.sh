@@ -22,9 +22,9 @@ extents() { cat "$tpl/$1/extents"; }
 
 # 1. RAID1 over the totalcow device and a plain disk: add needs --device;
 # refresh uses the device recorded at add.
-tc_create tc /dev/ubda
-mkfs.btrfs -q -f -K -d raid1 -m raid1 /dev/mapper/tc /dev/ubdb >/dev/null 2>&1
-btrfs device scan /dev/mapper/tc /dev/ubdb >/dev/null
+tc_create tc /dev/$DISK0
+mkfs.btrfs -q -f -K -d raid1 -m raid1 /dev/mapper/tc /dev/$DISK1 >/dev/null 2>&1
+btrfs device scan /dev/mapper/tc /dev/$DISK1 >/dev/null
 mount /dev/mapper/tc $mnt
 mkdir -p $mnt/t $mnt/empty
 make_file $mnt/t/a 8 a

@@ -10,7 +10,7 @@ sys=/sys/kernel/mm/totalcow/templates
 mnt=/mnt/btrfs
 mkdir -p $mnt
 
-tc_create tc /dev/ubda cache_size 100%
+tc_create tc /dev/$DISK0 cache_size 100%
 mkfs.btrfs -q -f -K /dev/mapper/tc >/dev/null 2>&1
 mount /dev/mapper/tc $mnt
 btrfs -q subvolume create $mnt/template
@@ -25,14 +25,14 @@ bytes=$(du -sb --apparent-size $mnt/template | cut -f1)
 sums() { (cd "$1" && find . -type f | sort | xargs sha256sum); }
 sums $mnt/template > /tmp/want
 
-read_all() { # -> sectors read from ubda while reading the 8 snapshots
+read_all() { # -> sectors read from $DISK0 while reading the 8 snapshots
 	drop_caches
 	local r0 r1 i
-	r0=$(sectors_read ubda)
+	r0=$(sectors_read "$DISK0")
 	for i in $(seq 1 8); do
 		sums $mnt/c$i | cmp - /tmp/want || die "snapshot c$i read back wrong"
 	done
-	r1=$(sectors_read ubda)
+	r1=$(sectors_read "$DISK0")
 	echo $((r1 - r0))
 }
 ratio() { echo "scale=3; $1 * 512 / $bytes" | bc; }

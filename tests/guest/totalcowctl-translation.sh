@@ -45,7 +45,7 @@ compare() { # LABEL REF-OPTIONS...
 }
 
 # 1. single data profile
-tc_create tc /dev/ubda
+tc_create tc /dev/$DISK0
 mkfs.btrfs -q -f -K -d single -m dup /dev/mapper/tc >/dev/null 2>&1
 mount /dev/mapper/tc $mnt
 populate
@@ -66,8 +66,8 @@ umount $mnt
 
 # 3. RAID1 over the totalcow device and a plain disk: only the copies on
 # the totalcow device are registered, and the tool says so.
-mkfs.btrfs -q -f -K -d raid1 -m raid1 /dev/mapper/tc /dev/ubdb >/dev/null 2>&1
-btrfs device scan /dev/mapper/tc /dev/ubdb >/dev/null
+mkfs.btrfs -q -f -K -d raid1 -m raid1 /dev/mapper/tc /dev/$DISK1 >/dev/null 2>&1
+btrfs device scan /dev/mapper/tc /dev/$DISK1 >/dev/null
 mount /dev/mapper/tc $mnt
 populate
 compare raid1 --all-mirrors
@@ -108,8 +108,8 @@ PY
 umount $mnt
 
 # 5. A file system that is not on the totalcow device is refused.
-mkfs.btrfs -q -f -K /dev/ubdb >/dev/null 2>&1
-mount /dev/ubdb $mnt
+mkfs.btrfs -q -f -K /dev/$DISK1 >/dev/null 2>&1
+mount /dev/$DISK1 $mnt
 mkdir -p $mnt/t && make_file $mnt/t/f 1 other
 rc=0; ctl template add x $mnt/t --device /dev/mapper/tc -q 2>/tmp/err || rc=$?
 [ $rc = 4 ] || die "file system on another device: exit $rc, want 4"

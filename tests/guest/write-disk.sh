@@ -2,6 +2,7 @@
 # Runner self-test: the scratch disks are attached in order with the sizes
 # asked for, and files written to the working directory reach the host.
 set -e
-blockdev --getsize64 /dev/ubda > disk-sizes
-blockdev --getsize64 /dev/ubdb >> disk-sizes
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+blockdev --getsize64 /dev/$DISK0 > disk-sizes
+blockdev --getsize64 /dev/$DISK1 >> disk-sizes
 echo "guest was here" > from-guest.txt

@@ -1,11 +1,18 @@
 """dm-totalcow in the debug UML kernel (lockdep, KASAN, kmemleak: any splat
-fails the run): against real btrfs, device mapper stacks and raw I/O."""
+fails the run): against real btrfs, device mapper stacks and raw I/O. The
+concurrency tests run on the x86-64 lane too (SMP, preemptible, in QEMU),
+where fills, writes and readers run on CPUs of their own."""
 
 import re
 
 import pytest
 
-from vmrun import run_vm
+from vmrun import LANES, lanes, run_vm
+
+# `make check` runs these races on x86-64 as well (issue 35, item 7).
+RACES = lanes("debug", "x86")
+# And these only `make check-x86` (CI time).
+CONCURRENT = lanes("debug", "x86", extra=("x86",))
 
 
 def passed(r):
@@ -48,20 +55,23 @@ def test_bad_tables_and_messages_are_rejected_and_change_nothing():
     passed(run_vm("tests/guest/dm-totalcow-bad-input.sh", disks=("64M",)))
 
 
-def test_fills_racing_writes_never_leave_stale_data():
-    r = passed(run_vm("tests/guest/dm-totalcow-race.sh", "20", disks=("64M",)))
+@RACES
+def test_fills_racing_writes_never_leave_stale_data(lane):
+    r = passed(run_vm("tests/guest/dm-totalcow-race.sh", "20", disks=("64M",), **LANES[lane]))
     lines = [l for l in r.console.splitlines() if l.startswith("race: ") and "errors" in l]
     assert len(lines) == 3 and all(l.endswith(" 0 errors") for l in lines), lines
 
 
 @pytest.mark.slow
-def test_memory_pressure_reclaims_the_cache():
+@CONCURRENT
+def test_memory_pressure_reclaims_the_cache(lane):
     passed(run_vm("tests/guest/dm-totalcow-shrinker.sh", "768", "900",
-                  mem="1536M", disks=("1G",)))
+                  mem="1536M", disks=("1G",), **LANES[lane]))
 
 
 @pytest.mark.slow
-def test_fills_read_into_own_pages_and_readers_wait_for_them():
+@RACES
+def test_fills_read_into_own_pages_and_readers_wait_for_them(lane):
     """An unprivileged O_DIRECT reader that rewrites its buffer during the
     read (150 tries each on a nodatacow and a checksummed btrfs file) and
     aliased iovecs on the raw device cache nothing wrong; 8 concurrent
@@ -69,7 +79,7 @@ def test_fills_read_into_own_pages_and_readers_wait_for_them():
     interleaved every byte is right (failed on target 1.0, which copied
     fills out of the caller's bio and passed readers of a fill through)."""
     r = passed(run_vm("tests/guest/dm-totalcow-fills.sh", "150", "15",
-                      disks=("256M",), timeout=1800))
+                      disks=("256M",), timeout=1800, **LANES[lane]))
     scribbles = re.findall(r"^scribble: (\d+) tries, (\d+) wrong reads, (\d+) I/O errors$",
                            r.console, re.M)
     assert scribbles == [("150", "0", "0")] * 2, r.explain()
@@ -80,7 +90,8 @@ def test_fills_read_into_own_pages_and_readers_wait_for_them():
     assert len(re.findall(r"^concurrent: .* 0 errors$", r.console, re.M)) == 2, r.explain()
 
 
-def test_a_stuck_write_blocks_only_its_own_device_and_adds_are_killable():
+@CONCURRENT
+def test_a_stuck_write_blocks_only_its_own_device_and_adds_are_killable(lane):
     r = passed(run_vm("tests/guest/dm-totalcow-stuck-write.sh", disks=("64M", "64M"),
-                      timeout=600))
+                      timeout=600, **LANES[lane]))
     assert "killed adds changed nothing" in r.console

@@ -1,21 +1,28 @@
 """Page-cache sharing among snapshots (layer 2, mm-patches/0002 and
-module/share/totalcow-share.c), in the debug UML kernel and again in the
+module/share/totalcow-share.c), in the debug UML kernel, again in the
 preemptible one (CONFIG_PREEMPT, `make kernel-preempt`): UML runs one CPU,
 and only preemption lets a second thread run inside a window that holds no
-sleep, as it can on every kernel users run (issue 32)."""
+sleep, as it can on every kernel users run (issue 32); and on the x86-64
+lane (SMP and preemptible, in QEMU: issue 35), where the threads of a race
+run at the same time on CPUs of their own."""
 
 import re
 
 import pytest
 
-from vmrun import run_vm
+from vmrun import LANES, lanes, run_vm
 
-# Each sharing test runs on both: the debug kernel and the preemptible one.
-KERNELS = pytest.mark.parametrize("preempt", [False, True], ids=["debug", "preempt"])
+# Each sharing test runs on the three: the debug kernel, the preemptible
+# one and x86-64. `make check` runs the x86-64 lane only where the tests
+# below say so (CI time: TCG is several times slower than UML); `make
+# check-x86` runs them all there.
+KERNELS = lanes("debug", "preempt", "x86", extra=("x86",))
+# The races `make check` runs on x86-64 too (issue 35, item 7).
+RACES = lanes("debug", "preempt", "x86")
 
 
 @KERNELS
-def test_eight_snapshots_share_one_copy_and_writes_stay_private(preempt):
+def test_eight_snapshots_share_one_copy_and_writes_stay_private(lane):
     """8 snapshots of a 128 MiB file: page cache <= 1.05x, device reads
     <= 1.01x, xarray nodes <= 0.01x (the members' aliases in block aliases;
     0.022x with a slot per page), every byte right; write, mmap, truncate, punch, O_DIRECT,
@@ -23,7 +30,7 @@ def test_eight_snapshots_share_one_copy_and_writes_stay_private(preempt):
     group input is refused. (The script's default, 256 MiB as in the
     paper's Fig. 4, takes twice as long in the debug kernel and tests
     nothing more: the ratios are counts.)"""
-    r = run_vm("tests/guest/share-snapshots.sh", "128", preempt=preempt, disks=("2G",))
+    r = run_vm("tests/guest/share-snapshots.sh", "128", **LANES[lane], disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^shared: page cache ([\d.]+)x, device reads ([\d.]+)x",
                   r.console, re.M)
@@ -32,21 +39,21 @@ def test_eight_snapshots_share_one_copy_and_writes_stay_private(preempt):
 
 
 @KERNELS
-def test_whole_page_overwrites_break_aliases_without_a_copy(preempt):
+def test_whole_page_overwrites_break_aliases_without_a_copy(lane):
     """mm-patches/0010: a write covering whole aliased pages breaks their
     aliases without copying the template's pages; partial pages and a
     shared mapping's fault still copy; every byte reads back right after
     fsync and drop_caches, the template and another member unchanged."""
-    r = run_vm("tests/guest/share-overwrite.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-overwrite.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     assert "overwrite: 1 MiB, aligned: cow_breaks +256, cow_copies +0" in r.console, \
         r.explain()
     assert "overwrite: every write read back right" in r.console, r.explain()
 
 
-def torture(ops, debug, preempt=False):
-    r = run_vm("tests/guest/share-torture.sh", str(ops), "1", disks=("2G",), debug=debug,
-               preempt=preempt)
+def torture(ops, debug, lane="debug", members=6, workers=1):
+    r = run_vm("tests/guest/share-torture.sh", str(ops), "1", str(members), str(workers),
+               disks=("2G",), debug=debug, **LANES[lane])
     assert r.status == 0, r.explain()
     m = re.search(r"^torture: (\d+) operations, (\d+) mismatches$", r.console, re.M)
     assert m and int(m.group(1)) >= ops and m.group(2) == "0", r.explain()
@@ -62,21 +69,26 @@ def test_randomized_torture_matches_the_model():
 
 
 @pytest.mark.slow
-@KERNELS
-def test_randomized_torture_under_the_debug_kernel(preempt):
+@RACES
+def test_randomized_torture_under_the_debug_kernel(lane):
     """The same, shorter, where lockdep, KASAN, DEBUG_VM and kmemleak watch
-    (8000 operations on the preemptible kernel, 15000 on the debug one)."""
-    torture(8000 if preempt else 15000, debug=True, preempt=preempt)
+    (8000 operations on the preemptible kernel, 15000 on the debug one);
+    on x86-64, 4000 operations by 2 workers, each on its own CPU with 4 of
+    8 members, so that the members' sharing paths run at the same time."""
+    if lane == "x86":
+        torture(4000, debug=True, lane=lane, members=8, workers=2)
+    else:
+        torture(8000 if lane == "preempt" else 15000, debug=True, lane=lane)
 
 
 @pytest.mark.slow
 @KERNELS
-def test_private_mappings_of_unchanged_members_map_the_template(preempt):
+def test_private_mappings_of_unchanged_members_map_the_template(lane):
     """MAP_PRIVATE mappings (data files, executables) of 8 unchanged
     members keep one copy in the page cache; /proc/PID/maps names the
     member; private writes stay private; changed members and members open
     for writing keep pages of their own; random mappings match a model."""
-    r = run_vm("tests/guest/share-mmap.sh", "64", "3000", preempt=preempt, disks=("2G",))
+    r = run_vm("tests/guest/share-mmap.sh", "64", "3000", **LANES[lane], disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^mmap: \d+ private mappings, page cache ([\d.]+)x the file",
                   r.console, re.M)
@@ -87,13 +99,13 @@ def test_private_mappings_of_unchanged_members_map_the_template(preempt):
 
 
 @KERNELS
-def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte(preempt):
+def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte(lane):
     """Files in a nested subvolume or replaced inside a member are read as
     plain files and never shared; renamed and swapped files are bound by
     their extents to the template files they came from and read right; a
     dedupe into a shared member file keeps every byte right; a member that
     leaves (groups/remove) drops its aliases and the others keep theirs."""
-    r = run_vm("tests/guest/share-refusals.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-refusals.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^refusals: (\d+) files refused, 3072 pages shared, 3 bound by extents$",
                   r.console, re.M)
@@ -101,9 +113,9 @@ def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte(preempt):
     assert re.search(r"^remove: pages shared \d+ before, \d+ after c4 left$", r.console, re.M)
 
 
-def proof(mode, tries, collisions, preempt):
+def proof(mode, tries, collisions, lane):
     r = run_vm("tests/guest/share-proof.sh", mode, str(tries), str(collisions),
-               disks=("2G",), preempt=preempt)
+               disks=("2G",), **LANES[lane])
     m = re.search(rf"^proof {mode}: (\d+) tries, (\d+) collisions, (\d+) wrong reads, "
                   r"(\d+) pages proven$",
                   r.console, re.M)
@@ -112,36 +124,36 @@ def proof(mode, tries, collisions, preempt):
 
 
 @KERNELS
-def test_same_tick_rewrite_of_a_member_reads_its_own_bytes(preempt):
+def test_same_tick_rewrite_of_a_member_reads_its_own_bytes(lane):
     """A member file rewritten (same size) in the clock tick of the
     template's write keeps the template's ctime, mtime and size; it must
     still read its own bytes (issue 14: timestamps prove nothing)."""
-    proof("same-tick", 400, 3, preempt)
+    proof("same-tick", 400, 3, lane)
 
 
-@KERNELS
-def test_direct_write_racing_the_proof_reads_its_own_bytes(preempt):
+@RACES
+def test_direct_write_racing_the_proof_reads_its_own_bytes(lane):
     """An O_DIRECT rewrite of a member file, in the template's clock tick,
     while another thread keeps reading the file from an empty page cache:
     once the write returns, and after drop_caches, the member reads its
     own bytes."""
-    proof("dio-race", 400, 3, preempt)
+    proof("dio-race", 400, 3, lane)
 
 
 @KERNELS
-def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template(preempt):
+def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template(lane):
     """groups/add through sysfs refuses the template's origin subvolume, a
     snapshot of a member, an unrelated subvolume and a directory inside a
     snapshot (EXDEV, nothing changed); it takes snapshots of the template
     and, for a received template, of the subvolume it was sent from;
     totalcowctl agrees."""
-    r = run_vm("tests/guest/share-lineage.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-lineage.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     assert re.search(r"^lineage: the origin S: EXDEV$", r.console, re.M), r.explain()
 
 
 @KERNELS
-def test_descendants_of_an_auto_template_join_at_their_first_read(preempt):
+def test_descendants_of_an_auto_template_join_at_their_first_read(lane):
     """With groups/<g>/auto on (`totalcowctl group create --auto`), a
     snapshot an unprivileged user takes of its own clone (2 hops from the
     template) joins at its first read and shares the template's pages
@@ -150,7 +162,7 @@ def test_descendants_of_an_auto_template_join_at_their_first_read(preempt):
     member leaves auto_members; groups/add of an automatic member is
     refused, groups/remove takes it out; with auto off nothing new joins.
     Fails on the code before automatic membership (no auto file)."""
-    r = run_vm("tests/guest/share-auto.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-auto.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^auto: the user's 2-hop snapshot read once: page cache \+(\d+)% of the file",
                   r.console, re.M)
@@ -160,46 +172,46 @@ def test_descendants_of_an_auto_template_join_at_their_first_read(preempt):
 
 @pytest.mark.slow
 @KERNELS
-def test_sparse_terabyte_template_costs_what_is_read(preempt):
+def test_sparse_terabyte_template_costs_what_is_read(lane):
     """64 members each read 3 bytes of a sparse 1 TiB template file: the
     policy's per-page bytes are allocated for what was read (group stat
     policy_bytes <= 2 chunks per place read), the kernel's unreclaimable
     slab and vmalloc grow by less than 32 MiB (a per-page array would be
     512 MiB per member), and the readers' memory cgroup is charged them;
     every byte read is the template's."""
-    r = run_vm("tests/guest/share-sparse.sh", preempt=preempt, disks=("2G",))
+    r = run_vm("tests/guest/share-sparse.sh", **LANES[lane], disks=("2G",))
     assert r.status == 0, r.explain()
     assert "sparse: O(pages read), charged to the readers" in r.console, r.explain()
 
 
 @KERNELS
-def test_binding_uses_the_creators_credentials_and_stays_on_the_template(preempt):
+def test_binding_uses_the_creators_credentials_and_stays_on_the_template(lane):
     """An unprivileged first reader who may not search the template's
     directory does not make a member file unshareable (the lookup runs as
     the group's creator); a mount over a template directory is not
     crossed (it would bind a member to another member's file and deny
     writes to it): the file is bound by its extents to the template's own
     file instead."""
-    r = run_vm("tests/guest/share-creds.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-creds.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     assert "creds: the creator's credentials, no mount crossed" in r.console, r.explain()
 
 
 @KERNELS
-def test_template_stays_write_denied_while_substituted_mappings_live(preempt):
+def test_template_stays_write_denied_while_substituted_mappings_live(lane):
     """A member's private mapping maps the template's pages; after
     groups/delete and `btrfs property set ro false` the template file
     cannot be written or truncated (ETXTBSY) while a forked child still
     holds the mapping, whose bytes stay the member's; once it exits the
     template can be written, and the member keeps its own bytes."""
-    r = run_vm("tests/guest/share-template-writable.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-template-writable.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     assert "writable: the template's file is writable again" in r.console, r.explain()
 
 
 @pytest.mark.slow
 @KERNELS
-def test_member_removal_and_group_delete_walk_in_bounded_batches(preempt):
+def test_member_removal_and_group_delete_walk_in_bounded_batches(lane):
     """16 members over a sparse 512 MiB template (131072 pages), one read
     whole: while readers keep reading, the member that read the whole file
     leaves and the group is deleted; every byte read stays right and the
@@ -208,14 +220,14 @@ def test_member_removal_and_group_delete_walk_in_bounded_batches(preempt):
     hung-task (20 s) detectors armed. The issue's size (64 members over
     1 M pages) takes ~10 minutes: `tests/vm/run -d 2G
     tests/guest/share-walks.sh 1048576 64 2`."""
-    r = run_vm("tests/guest/share-walks.sh", "131072", "16", "1", preempt=preempt, disks=("2G",))
+    r = run_vm("tests/guest/share-walks.sh", "131072", "16", "1", **LANES[lane], disks=("2G",))
     assert r.status == 0, r.explain()
     assert "walks: bounded, no splat" in r.console, r.explain()
     assert "walks: detectors armed" in r.console, r.explain()
 
 
 @KERNELS
-def test_reflink_copies_under_new_names_share_the_templates_pages(preempt):
+def test_reflink_copies_under_new_names_share_the_templates_pages(lane):
     """8 members each `cp --reflink` the template's 64 MiB file under a new
     name: read once, page cache and device reads <= 1.05x the file (8x on
     the code before binding by extents), every byte right; a write into
@@ -224,7 +236,8 @@ def test_reflink_copies_under_new_names_share_the_templates_pages(preempt):
     offsets is shared; a copy partly rewritten before its first read is
     bound by its other extents; a private mapping of a copy maps the
     template."""
-    r = run_vm("tests/guest/share-reflink.sh", "32" if preempt else "64", "8", preempt=preempt,
+    r = run_vm("tests/guest/share-reflink.sh", "64" if lane == "debug" else "32", "8",
+               **LANES[lane],
                disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^reflink: 8 copies: page cache ([\d.]+)x, device reads ([\d.]+)x",
@@ -235,19 +248,19 @@ def test_reflink_copies_under_new_names_share_the_templates_pages(preempt):
 
 
 @KERNELS
-def test_template_stays_read_only_and_undeletable_while_grouped(preempt):
+def test_template_stays_read_only_and_undeletable_while_grouped(lane):
     """While a group shares a template, `btrfs property set ro false`, the
     template owner's SUBVOL_SETFLAGS and `btrfs subvolume delete` fail
     with EPERM and change nothing (through a send and a second group);
     after groups/delete the template can be made writable and deleted; no
     group on a writable template."""
-    r = run_vm("tests/guest/share-template-readonly.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-template-readonly.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     assert "readonly: writable and deletable once the groups are gone" in r.console, r.explain()
 
 
 @KERNELS
-def test_a_template_written_through_an_old_descriptor_is_refused(preempt):
+def test_a_template_written_through_an_old_descriptor_is_refused(lane):
     """Issue 32, hole 2: the template's unprivileged owner keeps a
     descriptor opened before it made the subvolume read-only. groups/create
     refuses the template while the file is open for writing (EBUSY, the
@@ -255,14 +268,14 @@ def test_a_template_written_through_an_old_descriptor_is_refused(preempt):
     written back; once synced, a group is made and its members read their
     own bytes, never the owner's. Fails on the code before the fix: the
     group was made, and members read the bytes the owner wrote."""
-    r = run_vm("tests/guest/share-template-writer.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-template-writer.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     assert "writer: groups/create refused a template open for writing" in r.console, r.explain()
     assert "writer: passed" in r.console, r.explain()
 
 
 @KERNELS
-def test_a_throttled_container_does_not_stall_another_ones_reads(preempt):
+def test_a_throttled_container_does_not_stall_another_ones_reads(lane):
     """Issue 32, hole 4: a 4 KiB miss of a member reads no more template
     pages than the same read of a plain file reads of it (counted with
     fincore: 1 page at page 1000, 4 at the file's start; was 1088); and a
@@ -271,7 +284,7 @@ def test_a_throttled_container_does_not_stall_another_ones_reads(preempt):
     returns while the attacker's is still in flight. Fails on the code
     before the fix (1088 pages; the victim waited for the attacker's
     window)."""
-    r = run_vm("tests/guest/share-throttled-neighbour.sh", preempt=preempt, disks=("1G",),
+    r = run_vm("tests/guest/share-throttled-neighbour.sh", **LANES[lane], disks=("1G",),
                timeout=600)
     assert r.status == 0, r.explain()
     for at in ("1000", "0"):
@@ -282,7 +295,7 @@ def test_a_throttled_container_does_not_stall_another_ones_reads(preempt):
 
 
 @KERNELS
-def test_substituted_mappings_name_compare_and_truncate_as_the_member(preempt):
+def test_substituted_mappings_name_compare_and_truncate_as_the_member(lane):
     """Issue 32, hole 3: a private mapping of an unchanged member maps the
     template file through a backing file. A member process's core dump
     names the member's files in its NT_FILE note (what gdb and
@@ -295,7 +308,7 @@ def test_substituted_mappings_name_compare_and_truncate_as_the_member(preempt):
     copies kept below the end and gone past it, in a process forked before
     too. Fails on the code before mm-patches/0013-0014 (template path,
     prctl returned 0, old bytes instead of SIGBUS)."""
-    r = run_vm("tests/guest/share-backing-paths.sh", preempt=preempt, disks=("1G",))
+    r = run_vm("tests/guest/share-backing-paths.sh", **LANES[lane], disks=("1G",))
     assert r.status == 0, r.explain()
     for line in ("paths: core dump names the member and reads its mode",
                  "paths: PR_SET_MM_EXE_FILE: EBUSY from template, plain copy and member",

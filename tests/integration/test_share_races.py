@@ -6,21 +6,21 @@ import re
 
 import pytest
 
-from vmrun import run_vm
+from vmrun import LANES, lanes, run_vm
 
 CLOSING = re.compile(r"^writeback-race: (\d+) tries, (\d+) wrong reads, (\d+) lost writes, "
                      r"(\d+) pages proven$", re.M)
 
 
-def writeback_race(preempt):
+def writeback_race(lane):
     r = run_vm("tests/guest/share-writeback-race.sh", "320", disks=("1G",),
-               preempt=preempt, timeout=900)
+               timeout=900, **LANES[lane])
     m = CLOSING.search(r.console)
     assert r.status == 0, r.explain()
     assert m, r.explain()
     tries, wrong, lost, proven = map(int, m.groups())
     assert tries >= 300 and wrong == 0 and lost == 0 and proven > 0, m.group(0)
-    if preempt:
+    if lane != "debug":
         # The store refused for a folio gone since the proof began: the
         # race reached the window the fix closes, or the test tested nothing.
         m = re.search(r"^writeback-race: .*, proofs_stale \+(\d+),", r.console, re.M)
@@ -28,8 +28,8 @@ def writeback_race(preempt):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preempt", [True, False], ids=["preempt", "debug"])
-def test_writeback_and_drop_racing_the_proof_lose_no_write(preempt):
+@lanes("preempt", "debug", "x86", extra=("x86",))
+def test_writeback_and_drop_racing_the_proof_lose_no_write(lane):
     """Issue 32, hole 1: the read-miss proof reads a member page's extent
     map while the page is a dirty folio (so the map is still the
     template's), and only afterwards aliases the slots that are empty; a
@@ -53,4 +53,4 @@ def test_writeback_and_drop_racing_the_proof_lose_no_write(preempt):
     non-preemptible debug kernel cannot hit the window (proofs_stale 0)
     and checks that the workload runs clean there. About 3 and 1.7
     minutes."""
-    writeback_race(preempt)
+    writeback_race(lane)

@@ -9,13 +9,32 @@ set -euo pipefail
 
 die() { echo "FAIL: $*" >&2; exit 1; }
 
+# The scratch disks tests/vm/run attached, in order: ubda, ubdb ... in
+# User-Mode Linux, vda, vdb ... (virtio-blk) in QEMU. Guest scripts name
+# them DISK0, DISK1 ... (/dev/$DISK0, /sys/block/$DISK0), never by a
+# lane's device name; a script that uses a disk it was not given stops at
+# the unset variable.
+scratch_disks() {
+	local d
+	for d in /sys/block/ubd[a-z] /sys/block/vd[a-z]; do
+		[ -e "$d" ] && echo "${d##*/}"
+	done
+	return 0
+}
+_n=0
+for _d in $(scratch_disks); do
+	printf -v "DISK$_n" '%s' "$_d"
+	_n=$((_n + 1))
+done
+unset _n _d
+
 # Bytes of file-backed page cache (excludes tmpfs/shmem).
 page_cache_bytes() {
 	awk '$1 == "nr_file_pages" { f = $2 } $1 == "nr_shmem" { s = $2 }
 	     END { printf "%.0f\n", (f - s) * 4096 }' /proc/vmstat
 }
 
-# Sectors (512 B) read so far from block device $1 (e.g. ubda).
+# Sectors (512 B) read so far from block device $1 (e.g. $DISK0).
 sectors_read() {
 	awk '{ print $3 }' "/sys/block/$1/stat"
 }
