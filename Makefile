@@ -55,7 +55,8 @@ $(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare
 	tests/vm/prepare-tree $(B)
 	@touch $@
 
-kernel: kernel-base kernel-debug kernel-preempt
+# The UML kernels make check boots (kernel-preempt: make check-lanes).
+kernel: kernel-base kernel-debug
 kernel-base: $(KERNEL_BASE)
 kernel-debug: $(KERNEL_DEBUG)
 # The debug kernel with CONFIG_PREEMPT: races whose window holds no sleep.
@@ -102,7 +103,7 @@ lint: $(KERNEL_BASE)
 
 # Every test but the runs on further lanes that CI has no time for
 # (pytest marker lane_extra: check-x86 and check-lanes run them).
-integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG)
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_X86_DEBUG)
 	@tests/vm/install-deps
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not lane_extra" $(PYTEST_ARGS) tests
 
@@ -116,8 +117,9 @@ check-x86: kunit-x86 $(KERNEL_X86_DEBUG)
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m x86 $(PYTEST_ARGS) tests
 	@echo "make check-x86: all passed"
 
-# make check plus the runs on further lanes that it leaves out.
-check-lanes: check check-x86
+# make check plus the runs on further lanes that it leaves out: the
+# preemptible UML kernel and the rest of x86-64.
+check-lanes: check check-x86 $(KERNEL_PREEMPT)
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "lane_extra and not x86" $(PYTEST_ARGS) tests
 	@echo "make check-lanes: all passed"
 
@@ -125,8 +127,8 @@ check-lanes: check check-x86
 # not marked slow (pytest.ini); `make check` runs everything.
 check-quick: kernel lint kunit
 	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow and not x86" $(PYTEST_ARGS) tests
-	@echo "make check-quick: passed (tests marked slow skipped; make check runs them)"
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow and not x86 and not lane_extra" $(PYTEST_ARGS) tests
+	@echo "make check-quick: passed (slow tests and the x86-64 lane skipped; make check runs them)"
 
 demo: $(KERNEL_BASE)
 	@tests/vm/install-deps

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from vmrun import BUILD, RUNNER, TOP, run_vm
+from vmrun import BUILD, LANES, RUNNER, TOP, lanes, run_vm
 
 
 def load_runner():
@@ -117,9 +117,41 @@ def test_checkout_and_output_under_paths_the_guest_mounts_over():
             assert f.read().strip() == "5"
 
 
-@pytest.mark.parametrize("preempt", [False, True], ids=["debug", "preempt"])
-def test_kernel_warning_fails_a_successful_script(preempt):
-    r = run_vm("tests/guest/provoke-warning.sh", debug=True, preempt=preempt, disks=(),
-               timeout=300)
+@lanes("debug", "preempt", "x86", extra=("preempt",))
+def test_kernel_warning_fails_a_successful_script(lane):
+    r = run_vm("tests/guest/provoke-warning.sh", debug=True, disks=(), timeout=300,
+               **LANES[lane])
     assert r.status == 125, r.explain()
     assert "splat" in r.stderr
+
+
+@pytest.mark.x86
+def test_x86_lane_keeps_the_runners_contract():
+    """The x86-64 lane (QEMU): the script's exit status, scratch disks as
+    virtio-blk in the order and sizes asked for, named $DISK0/$DISK1, files
+    the guest writes reach the host, dmesg is kept, the guest really has
+    the CPUs asked for and a preemptible SMP kernel, and the runner says
+    which accelerator ran it."""
+    r = run_vm("tests/guest/write-disk.sh", disks=("64M", "1G"), timeout=300, x86=True,
+               smp=3, extra=("--no-kmemleak",))
+    assert r.status == 0, r.explain()
+    with open(r.path("disk-sizes")) as f:
+        assert f.read().split() == [str(64 << 20), str(1 << 30)]
+    with open(r.path("from-guest.txt")) as f:
+        assert f.read() == "guest was here\n"
+    with open(r.path("guest-kernel")) as f:
+        cpus, disks, version = f.read().split("\n")[:3]
+    assert cpus == "3" and disks == "vda vdb", (cpus, disks)
+    assert "SMP PREEMPT" in version and "-totalcow-x86-debug" in version, version
+    assert os.path.getsize(r.path("dmesg.txt")) > 0
+    assert "accelerator KVM" in r.stderr or "accelerator TCG (multi-threaded)" in r.stderr
+    r = run_vm("tests/guest/exit-with.sh", "3", disks=(), timeout=300, x86=True,
+               extra=("--no-kmemleak",))
+    assert r.status == 3, r.explain()
+
+
+@pytest.mark.x86
+def test_x86_lane_timeout_kills_qemu():
+    r = run_vm("tests/guest/sleep-forever.sh", disks=(), timeout=15, x86=True)
+    assert r.status == 124, r.explain()
+    assert "timeout" in r.stderr

@@ -93,6 +93,9 @@ struct totalcow_c {
 };
 
 /* Per-bio data. */
+/* totalcow_read_kind(): look the run up again (never returned to dm). */
+#define TC_MAPIO_RETRY	(-1)
+
 struct tc_io {
 	sector_t sector;		/* target-relative, for a requeue */
 	unsigned long blk;		/* first block, while waiting on a fill */
@@ -493,10 +496,13 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 					      gfp_t gfp, const void *domain,
 					      unsigned long blk,
 					      unsigned int nr,
-					      unsigned long seq)
+					      unsigned long seq, bool *lost)
 {
 	struct tc_fill_io *fio;
 	unsigned int i, got;
+
+	if (lost)
+		*lost = false;
 
 	fio = kmem_cache_alloc(tc_fill_cache, gfp);
 	if (!fio)
@@ -507,6 +513,9 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 	i = alloc_pages_bulk_array(gfp, nr, fio->fill.pages);
 	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
 	if (!got) {
+		/* Pages, but no claim: another fill or a write came first. */
+		if (lost)
+			*lost = i;
 		totalcow_fill_free(fio, i);
 		return NULL;
 	}
@@ -535,16 +544,19 @@ static void totalcow_fill_bio(struct tc_fill_io *fio, blk_opf_t opf,
 
 static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 			 unsigned long blk, unsigned int nr, unsigned long seq,
-			 sector_t sector)
+			 sector_t sector, bool last)
 {
 	gfp_t gfp = (bio->bi_opf & REQ_NOWAIT ? GFP_NOWAIT : GFP_NOIO) |
 		    __GFP_NORETRY | __GFP_NOWARN;
 	struct tc_fill_io *fio;
+	bool lost;
 
 	/* Its bio is throttled as @bio; only bios of that cgroup wait for it. */
-	fio = totalcow_fill_alloc(tc, gfp, totalcow_domain(bio), blk, nr, seq);
+	fio = totalcow_fill_alloc(tc, gfp, totalcow_domain(bio), blk, nr, seq,
+				  &lost);
 	if (!fio)
-		return totalcow_remap(tc, bio, sector);
+		return lost && !last ? TC_MAPIO_RETRY :
+				       totalcow_remap(tc, bio, sector);
 	totalcow_trim(bio, (sector_t)fio->fill.nr << TC_BLOCK_SHIFT);
 	fio->owner = bio;
 	totalcow_fill_bio(fio, bio->bi_opf & TC_FILL_OPF, bio->bi_ioprio);
@@ -652,7 +664,8 @@ static void totalcow_readahead(struct totalcow_c *tc,
 		case TC_RUN_ABSENT:
 			if (!tc_cache_admit(&tc->cache, blk, count, false))
 				break;
-			fio = totalcow_fill_alloc(tc, gfp, css, blk, count, seq);
+			fio = totalcow_fill_alloc(tc, gfp, css, blk, count, seq,
+						  NULL);
 			if (!fio)
 				return;
 			count = fio->fill.nr;
@@ -668,6 +681,45 @@ static void totalcow_readahead(struct totalcow_c *tc,
 			break;
 		}
 		blk += count;
+	}
+}
+
+/*
+ * Read the run of @count blocks from @blk that tc_cache_lookup() found to
+ * be @kind (@bio is trimmed to it): from the cache, by a fill, by waiting
+ * for the fill in flight, or from the origin. On SMP another CPU's reader
+ * can claim the run or publish its fill between the lookup and this, which
+ * one CPU never sees without a sleep in between: then, unless @last, this
+ * returns TC_MAPIO_RETRY having done nothing, and the caller looks again
+ * (the run is filling or cached by now) instead of reading the origin a
+ * second time.
+ */
+static int totalcow_read_kind(struct totalcow_c *tc, struct bio *bio,
+			      struct tc_io *io, enum tc_run kind,
+			      struct page **pages, unsigned long blk,
+			      unsigned int count, unsigned long seq,
+			      sector_t sector, bool last)
+{
+	switch (kind) {
+	case TC_RUN_HIT:
+		totalcow_copy_to_bio(bio, pages, count);
+		while (count)
+			put_page(pages[--count]);
+		bio_endio(bio);
+		return DM_MAPIO_SUBMITTED;
+	case TC_RUN_ABSENT:
+		if (!tc_cache_admit(&tc->cache, blk, count, true))
+			return totalcow_remap(tc, bio, sector);
+		return totalcow_fill(tc, bio, blk, count, seq, sector, last);
+	case TC_RUN_FILLING:
+		io->blk = blk;
+		io->sector = sector;
+		/* The fill may complete the bio before this returns. */
+		if (tc_cache_wait(&tc->cache, blk, count, totalcow_domain(bio), bio))
+			return DM_MAPIO_SUBMITTED;
+		return last ? totalcow_remap(tc, bio, sector) : TC_MAPIO_RETRY;
+	default:
+		return totalcow_remap(tc, bio, sector);
 	}
 }
 
@@ -710,32 +762,15 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 		ioprio = bio->bi_ioprio;
 	}
 
-	switch (kind) {
-	case TC_RUN_HIT:
-		totalcow_copy_to_bio(bio, pages, count);
-		while (count)
-			put_page(pages[--count]);
-		bio_endio(bio);
-		ret = DM_MAPIO_SUBMITTED;
-		break;
-	case TC_RUN_ABSENT:
-		if (!tc_cache_admit(&tc->cache, blk, count, true))
-			ret = totalcow_remap(tc, bio, sector);
-		else
-			ret = totalcow_fill(tc, bio, blk, count, seq, sector);
-		break;
-	case TC_RUN_FILLING:
-		io->blk = blk;
-		io->sector = sector;
-		/* The fill may complete the bio before this returns. */
-		if (tc_cache_wait(&tc->cache, blk, count, totalcow_domain(bio), bio))
-			ret = DM_MAPIO_SUBMITTED;
-		else
-			ret = totalcow_remap(tc, bio, sector);
-		break;
-	default:
-		ret = totalcow_remap(tc, bio, sector);
-		break;
+	ret = totalcow_read_kind(tc, bio, io, kind, pages, blk, count, seq,
+				 sector, false);
+	if (ret == TC_MAPIO_RETRY) {
+		/* Counted as misses, but nothing was read from the origin. */
+		tc_cache_unmiss(&tc->cache, count);
+		kind = tc_cache_lookup(&tc->cache, blk, count, pages, &count);
+		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
+		ret = totalcow_read_kind(tc, bio, io, kind, pages, blk, count,
+					 seq, sector, true);
 	}
 
 	if (ra) {

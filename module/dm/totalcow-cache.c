@@ -230,6 +230,20 @@ bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
 }
 
 /*
+ * A read that was counted as @nr misses (tc_cache_lookup(), tc_cache_wait())
+ * found the run claimed or published by another reader before it read
+ * the origin, and looks it up again: it read nothing, so far.
+ */
+void tc_cache_unmiss(struct tc_cache *c, unsigned int nr)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&c->blocks, flags);
+	c->stats.misses -= nr;
+	xa_unlock_irqrestore(&c->blocks, flags);
+}
+
+/*
  * Fill @f's read finished; @ok if it succeeded and its pages hold the
  * data. Publish the pages that are still its own if nothing changed since
  * it started (no whitelisted write began or ended, no range left the

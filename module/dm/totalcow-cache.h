@@ -115,6 +115,7 @@ unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
 				 unsigned long seq);
 bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
 		   const void *domain, struct bio *bio);
+void tc_cache_unmiss(struct tc_cache *c, unsigned int nr);
 bool tc_cache_end_fill(struct tc_cache *c, struct tc_fill *f, bool ok,
 		       struct bio_list *served, struct bio_list *requeue);
 void tc_cache_write_begin(struct tc_cache *c, unsigned long first,

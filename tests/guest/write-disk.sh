@@ -6,3 +6,4 @@ set -e
 blockdev --getsize64 /dev/$DISK0 > disk-sizes
 blockdev --getsize64 /dev/$DISK1 >> disk-sizes
 echo "guest was here" > from-guest.txt
+{ nproc; echo $DISK0 $DISK1; uname -v -r; } > guest-kernel
