@@ -199,6 +199,17 @@ bench-fleet: $(KERNEL_BASE)
 	$(PYTHON) bench/fleet
 	$(PYTHON) bench/readme
 
+# Both layers tortured on the x86-64 lane, 4 workers on 4 CPUs, 8 members:
+# a million operations under the debug kernel (hours under TCG), 200,000
+# under KCSAN; records in bench/results/torture-x86-*.json.
+torture-x86: $(KERNEL_X86_DEBUG)
+	@tests/vm/install-deps
+	$(PYTHON) bench/torture-x86 --flavour debug --ops 1000000
+
+torture-kcsan: $(KERNEL_X86_KCSAN)
+	@tests/vm/install-deps
+	$(PYTHON) bench/torture-x86 --flavour kcsan --ops 200000
+
 # The design brief's section 7 goals against what the targets above left
 # in bench/results/ (bench/results/goals.md).
 bench-goals:

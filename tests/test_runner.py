@@ -38,6 +38,10 @@ def test_splat_patterns_match_kernel_lines_only():
     assert len(hits) == 6, hits
     assert not any("guest script" in h for h in hits)
     assert run.find_splats("[    1.0] all good\nBUG: printed by a script") == []
+    # A stall ends the run early (the guest may never get further).
+    assert run.FATAL.search(b"[ 43.3] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")
+    assert run.find_splats("[ 43.3] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")
+    assert run.find_splats("[ 9.1] BUG: KCSAN: data-race in tc_cache_lookup / tc_cache_wait")
 
 
 def test_script_exit_status_is_returned():
@@ -126,6 +130,7 @@ def test_kernel_warning_fails_a_successful_script(lane):
 
 
 @pytest.mark.x86
+@pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_keeps_the_runners_contract():
     """The x86-64 lane (QEMU): the script's exit status, scratch disks as
     virtio-blk in the order and sizes asked for, named $DISK0/$DISK1, files
@@ -151,7 +156,8 @@ def test_x86_lane_keeps_the_runners_contract():
 
 
 @pytest.mark.x86
+@pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_timeout_kills_qemu():
-    r = run_vm("tests/guest/sleep-forever.sh", disks=(), timeout=15, x86=True)
+    r = run_vm("tests/guest/sleep-forever.sh", disks=(), timeout=30, x86=True)
     assert r.status == 124, r.explain()
     assert "timeout" in r.stderr

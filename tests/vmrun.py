@@ -36,7 +36,7 @@ def lanes(*names, extra=()):
     for name in names:
         marks = []
         if name == "x86":
-            marks.append(pytest.mark.x86)
+            marks += X86_MARKS
         if name in extra:
             marks.append(pytest.mark.lane_extra)
         params.append(pytest.param(name, id=name, marks=marks))
@@ -45,7 +45,11 @@ def lanes(*names, extra=()):
 
 # How much longer a run may take on the x86-64 lane under TCG than in UML:
 # run_vm scales its timeout by this (a bound on a hang, never a measurement).
-X86_TIMEOUT_SCALE = 4
+X86_TIMEOUT_SCALE = 2
+# Tests on the x86-64 lane: marked x86, and one pytest-xdist worker runs
+# them one after the other (--dist loadgroup), so that two QEMUs with 2
+# vCPUs each never share the 2 host cores a UML VM also needs.
+X86_MARKS = [pytest.mark.x86, pytest.mark.xdist_group("x86-lane")]
 
 
 class VMResult:

@@ -75,10 +75,10 @@ def test_randomized_torture_matches_the_model():
 def test_randomized_torture_under_the_debug_kernel(lane):
     """The same, shorter, where lockdep, KASAN, DEBUG_VM and kmemleak watch
     (8000 operations on the preemptible kernel, 15000 on the debug one);
-    on x86-64, 4000 operations by 2 workers, each on its own CPU with 4 of
+    on x86-64, 2000 operations by 2 workers, each on its own CPU with 4 of
     8 members, so that the members' sharing paths run at the same time."""
     if lane == "x86":
-        torture(4000, debug=True, lane=lane, members=8, workers=2)
+        torture(2000, debug=True, lane=lane, members=8, workers=2)
     else:
         torture(8000 if lane == "preempt" else 15000, debug=True, lane=lane)
 
