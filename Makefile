@@ -55,8 +55,7 @@ $(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare
 	tests/vm/prepare-tree $(B)
 	@touch $@
 
-# The UML kernels make check boots (kernel-preempt: make check-lanes).
-kernel: kernel-base kernel-debug
+kernel: kernel-base kernel-debug kernel-preempt
 kernel-base: $(KERNEL_BASE)
 kernel-debug: $(KERNEL_DEBUG)
 # The debug kernel with CONFIG_PREEMPT: races whose window holds no sleep.
@@ -101,13 +100,14 @@ modules:
 lint: $(KERNEL_BASE)
 	tests/vm/lint $(B)
 
-# Every test but the runs on further lanes that CI has no time for
-# (pytest marker lane_extra: check-x86 and check-lanes run them).
-integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_X86_DEBUG)
+# Every UML test but the runs that CI has no time for (pytest marker
+# lane_extra); the x86-64 lane (marker x86) is make check-x86's, until
+# it boots reliably under QEMU 10's TCG (docs/test-harness.md).
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT)
 	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not lane_extra" $(PYTEST_ARGS) tests
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not lane_extra and not x86" $(PYTEST_ARGS) tests
 
-check: kernel kernel-x86-debug lint modules kunit kunit-x86 integration
+check: kernel lint modules kunit integration
 	@echo "make check: all passed"
 
 # Everything that runs on the x86-64 lane: KUnit and every guest script
@@ -117,9 +117,9 @@ check-x86: kunit-x86 $(KERNEL_X86_DEBUG)
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m x86 $(PYTEST_ARGS) tests
 	@echo "make check-x86: all passed"
 
-# make check plus the runs on further lanes that it leaves out: the
-# preemptible UML kernel and the rest of x86-64.
-check-lanes: check check-x86 $(KERNEL_PREEMPT)
+# make check plus everything it leaves out: the x86-64 lane and the
+# preemptible UML kernel's longer runs.
+check-lanes: check check-x86
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "lane_extra and not x86" $(PYTEST_ARGS) tests
 	@echo "make check-lanes: all passed"
 

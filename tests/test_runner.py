@@ -121,7 +121,7 @@ def test_checkout_and_output_under_paths_the_guest_mounts_over():
             assert f.read().strip() == "5"
 
 
-@lanes("debug", "preempt", "x86", extra=("preempt",))
+@lanes("debug", "preempt", "x86")
 def test_kernel_warning_fails_a_successful_script(lane):
     r = run_vm("tests/guest/provoke-warning.sh", debug=True, disks=(), timeout=300,
                **LANES[lane])

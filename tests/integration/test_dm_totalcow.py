@@ -9,10 +9,9 @@ import pytest
 
 from vmrun import LANES, lanes, run_vm
 
-# `make check` runs these races on x86-64 as well (issue 35, item 7).
+# The concurrency tests, on x86-64 too (make check-x86).
 RACES = lanes("debug", "x86")
-# And these only `make check-x86` (CI time).
-CONCURRENT = lanes("debug", "x86", extra=("x86",))
+CONCURRENT = RACES
 
 
 def passed(r):

@@ -13,17 +13,19 @@ import pytest
 from vmrun import LANES, lanes, run_vm
 
 # Each sharing test runs on the three: the debug kernel, the preemptible
-# one and x86-64. `make check` runs the debug kernel, and x86-64 only for
-# the races below (CI time: under TCG a guest runs far slower than UML);
-# the x86-64 lane, SMP and preemptible, has taken over from the
-# preemptible UML kernel there. `make check-x86` and `make check-lanes`
-# run the rest.
-KERNELS = lanes("debug", "preempt", "x86", extra=("preempt", "x86"))
-# The races `make check` runs on x86-64 too (issue 35, item 7).
-RACES = lanes("debug", "preempt", "x86", extra=("preempt",))
+# one and x86-64 (SMP and preemptible, in QEMU). `make check` runs the two
+# UML kernels; `make check-x86` the x86-64 lane (marker x86), which is not
+# in CI yet: under QEMU 10's TCG about one boot in ten stalls when the host
+# is busy (docs/test-harness.md).
+KERNELS = lanes("debug", "preempt", "x86")
+# The races: on x86-64 their threads run at the same time.
+RACES = KERNELS
+# Tests whose preemptible run takes minutes and races nothing the debug
+# run does not: make check-lanes runs it (CI time).
+LONG = lanes("debug", "preempt", "x86", extra=("preempt",))
 
 
-@KERNELS
+@LONG
 def test_eight_snapshots_share_one_copy_and_writes_stay_private(lane):
     """8 snapshots of a 128 MiB file: page cache <= 1.05x, device reads
     <= 1.01x, xarray nodes <= 0.01x (the members' aliases in block aliases;
@@ -212,7 +214,7 @@ def test_template_stays_write_denied_while_substituted_mappings_live(lane):
 
 
 @pytest.mark.slow
-@KERNELS
+@LONG
 def test_member_removal_and_group_delete_walk_in_bounded_batches(lane):
     """16 members over a sparse 512 MiB template (131072 pages), one read
     whole: while readers keep reading, the member that read the whole file
