@@ -43,9 +43,14 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 
 
-def torture(mnt, members, ops, seed):
+PROGRESS = 10000     # a progress line every so many operations of a worker
+
+
+def torture(mnt, members, ops, seed, name="torture"):
     """OPS random operations on the files of MEMBERS (member numbers);
-    returns (operations done, mismatches, counts per kind)."""
+    returns (operations done, mismatches, counts per kind). Prints NAME's
+    progress every PROGRESS operations (a long run stopped early still
+    says how far it got)."""
     rnd = random.Random(seed)
     with open(f"{mnt}/template/data/file", "rb") as f:
         template = f.read()
@@ -71,6 +76,8 @@ def torture(mnt, members, ops, seed):
 
     op = -1
     for op in range(ops):
+        if op and op % PROGRESS == 0:
+            print(f"{name}: {op} operations, {mismatches} mismatches so far", flush=True)
         p = rnd.choice(paths)
         m = model[p]
         size = len(m)
@@ -212,7 +219,8 @@ def main():
                 try:
                     vcpus.pin(w)
                     res = torture(mnt, range(w + 1, members + 1, workers),
-                                  ops // workers + (w < ops % workers), seed + w)
+                                  ops // workers + (w < ops % workers), seed + w,
+                                  f"torture worker {w}")
                     os.write(wr, json.dumps(res).encode())
                     status = 0
                 except BaseException:  # noqa: BLE001 - report, never return
