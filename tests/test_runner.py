@@ -161,3 +161,56 @@ def test_x86_lane_timeout_kills_qemu():
     r = run_vm("tests/guest/sleep-forever.sh", disks=(), timeout=30, x86=True)
     assert r.status == 124, r.explain()
     assert "timeout" in r.stderr
+
+
+def fake_qemu_run(tmp, *boots):
+    """Run the runner's x86-64 lane against a stand-in for QEMU that prints
+    BOOTS[i] as the console of its i-th start and exits. Returns (exit
+    status, stderr, how many times QEMU started, the output directory)."""
+    bindir = os.path.join(tmp, "bin")
+    os.makedirs(bindir)
+    for i, text in enumerate(boots, 1):
+        with open(os.path.join(tmp, f"boot{i}"), "w") as f:
+            f.write(text)
+    fake = os.path.join(bindir, "qemu-system-x86_64")
+    with open(fake, "w") as f:
+        f.write('#!/bin/bash\n'
+                '[ "$1" = --version ] && { echo "QEMU emulator version 10.0.2"; exit 0; }\n'
+                'n=$(( $(cat "$FAKE_QEMU/n" 2>/dev/null || echo 0) + 1 ))\n'
+                'echo $n > "$FAKE_QEMU/n"\n'
+                'cat "$FAKE_QEMU/boot$n" 2>/dev/null\n')
+    os.chmod(fake, 0o755)
+    outdir = os.path.join(tmp, "out")
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_QEMU=tmp)
+    p = subprocess.run([RUNNER, "--x86", "-q", "-k", fake, "-d", "1M", "-o", outdir,
+                        "-t", "60", os.path.join(TOP, "tests/guest/exit-with.sh"), "0"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    with open(os.path.join(tmp, "n")) as f:
+        return p.returncode, p.stderr, int(f.read()), outdir
+
+
+STALL = ("[ 43.3] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\n"
+         "[ 43.3] rcu: rcu_preempt kthread timer wakeup didn't happen for 25999 jiffies!\n")
+STARTED = "TOTALCOW-START: /x/exit-with.sh\n"
+
+
+def test_x86_stall_before_init_boots_once_more_and_only_once():
+    """Under multi-threaded TCG a vCPU has slept through its timer in boot,
+    before anything of the test ran: the runner boots once more (keeping
+    the first console), and a second such stall fails the run. A stall
+    once the script has started is the test's: never retried."""
+    with tempfile.TemporaryDirectory() as tmp:
+        status, err, boots, out = fake_qemu_run(tmp, STALL, STARTED + "TOTALCOW-EXIT: 0\n")
+        assert (status, boots) == (0, 2), err
+        assert "booting once more" in err
+        with open(os.path.join(out, "console-stalled-boot.log")) as f:
+            assert "detected stalls" in f.read()
+        assert os.path.getsize(os.path.join(out, "disk0.img")) == 1 << 20
+    with tempfile.TemporaryDirectory() as tmp:
+        status, err, boots, _ = fake_qemu_run(tmp, STALL, STALL, STARTED + "TOTALCOW-EXIT: 0\n")
+        assert (status, boots) == (125, 2), err
+    with tempfile.TemporaryDirectory() as tmp:
+        status, err, boots, _ = fake_qemu_run(tmp, STARTED + STALL,
+                                              STARTED + "TOTALCOW-EXIT: 0\n")
+        assert (status, boots) == (125, 1), err
+        assert "booting once more" not in err
