@@ -103,11 +103,16 @@ lint: $(KERNEL_BASE)
 # Every UML test but the runs that CI has no time for (pytest marker
 # lane_extra); the x86-64 lane (marker x86) is make check-x86's, until
 # it boots reliably under QEMU 10's TCG (docs/test-harness.md).
-integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT)
-	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not lane_extra and not x86" $(PYTEST_ARGS) tests
+# The integration tests of make check: everything on the UML kernels but
+# the further lanes' runs (lane_extra), and of the x86-64 lane the races
+# and the runner's own tests (x86_check; pytest.ini).
+CHECK_MARKS := (not lane_extra and not x86) or x86_check
 
-check: kernel lint modules kunit integration
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG)
+	@tests/vm/install-deps
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "$(CHECK_MARKS)" $(PYTEST_ARGS) tests
+
+check: kernel kernel-x86-debug lint modules kunit kunit-x86 integration
 	@echo "make check: all passed"
 
 # Everything that runs on the x86-64 lane: KUnit and every guest script

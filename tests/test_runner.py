@@ -121,7 +121,7 @@ def test_checkout_and_output_under_paths_the_guest_mounts_over():
             assert f.read().strip() == "5"
 
 
-@lanes("debug", "preempt", "x86")
+@lanes("debug", "preempt", "x86", x86_check=True)
 def test_kernel_warning_fails_a_successful_script(lane):
     r = run_vm("tests/guest/provoke-warning.sh", debug=True, disks=(), timeout=300,
                **LANES[lane])
@@ -130,6 +130,7 @@ def test_kernel_warning_fails_a_successful_script(lane):
 
 
 @pytest.mark.x86
+@pytest.mark.x86_check
 @pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_keeps_the_runners_contract():
     """The x86-64 lane (QEMU): the script's exit status, scratch disks as
@@ -156,6 +157,7 @@ def test_x86_lane_keeps_the_runners_contract():
 
 
 @pytest.mark.x86
+@pytest.mark.x86_check
 @pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_timeout_kills_qemu():
     r = run_vm("tests/guest/sleep-forever.sh", disks=(), timeout=30, x86=True)

@@ -26,17 +26,21 @@ LANES = {
 }
 
 
-def lanes(*names, extra=()):
+def lanes(*names, extra=(), x86_check=False):
     """Parametrize a test over the lanes NAMES (its argument "lane", to
     pass on as run_vm(..., **LANES[lane])). Runs on the x86-64 lane are
-    marked x86; the lanes in EXTRA are marked lane_extra: `make check`
-    leaves them out to keep CI within its time, `make check-x86` and
-    `make check-lanes` run them (pytest.ini)."""
+    marked x86, and x86_check too if X86_CHECK: `make check` runs those
+    of the x86-64 lane (the races; CI time allows no more), `make
+    check-x86` all. The lanes in EXTRA are marked lane_extra: `make check`
+    leaves them out to keep CI within its time, `make check-lanes` runs
+    them (pytest.ini)."""
     params = []
     for name in names:
         marks = []
         if name == "x86":
             marks += X86_MARKS
+            if x86_check:
+                marks.append(pytest.mark.x86_check)
         if name in extra:
             marks.append(pytest.mark.lane_extra)
         params.append(pytest.param(name, id=name, marks=marks))

@@ -28,7 +28,7 @@ def writeback_race(lane):
 
 
 @pytest.mark.slow
-@lanes("preempt", "debug", "x86")
+@lanes("preempt", "debug", "x86", x86_check=True)
 def test_writeback_and_drop_racing_the_proof_lose_no_write(lane):
     """Issue 32, hole 1: the read-miss proof reads a member page's extent
     map while the page is a dirty folio (so the map is still the
