@@ -130,7 +130,6 @@ def test_kernel_warning_fails_a_successful_script(lane):
 
 
 @pytest.mark.x86
-@pytest.mark.x86_check
 @pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_keeps_the_runners_contract():
     """The x86-64 lane (QEMU): the script's exit status, scratch disks as
@@ -157,7 +156,6 @@ def test_x86_lane_keeps_the_runners_contract():
 
 
 @pytest.mark.x86
-@pytest.mark.x86_check
 @pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_timeout_kills_qemu():
     r = run_vm("tests/guest/sleep-forever.sh", disks=(), timeout=30, x86=True)
