@@ -100,12 +100,9 @@ modules:
 lint: $(KERNEL_BASE)
 	tests/vm/lint $(B)
 
-# Every UML test but the runs that CI has no time for (pytest marker
-# lane_extra); the x86-64 lane (marker x86) is make check-x86's, until
-# it boots reliably under QEMU 10's TCG (docs/test-harness.md).
 # The integration tests of make check: everything on the UML kernels but
 # the further lanes' runs (lane_extra), and of the x86-64 lane the races
-# and the runner's own tests (x86_check; pytest.ini).
+# and a provoked warning (x86_check; pytest.ini).
 CHECK_MARKS := (not lane_extra and not x86) or x86_check
 
 integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG)
