@@ -22,12 +22,9 @@ KERNELS = lanes("debug", "preempt", "x86", extra=("preempt",))
 RACES = lanes("debug", "preempt", "x86", x86_check=True)
 # Issue 32's holes: found on the preemptible kernel.
 HOLES = lanes("debug", "preempt", "x86")
-# Tests whose preemptible run takes minutes and races nothing the debug
-# run does not: make check-lanes runs it (CI time).
-LONG = lanes("debug", "preempt", "x86", extra=("preempt",))
 
 
-@LONG
+@KERNELS
 def test_eight_snapshots_share_one_copy_and_writes_stay_private(lane):
     """8 snapshots of a 128 MiB file: page cache <= 1.05x, device reads
     <= 1.01x, xarray nodes <= 0.01x (the members' aliases in block aliases;
@@ -216,7 +213,7 @@ def test_template_stays_write_denied_while_substituted_mappings_live(lane):
 
 
 @pytest.mark.slow
-@LONG
+@KERNELS
 def test_member_removal_and_group_delete_walk_in_bounded_batches(lane):
     """16 members over a sparse 512 MiB template (131072 pages), one read
     whole: while readers keep reading, the member that read the whole file
