@@ -105,9 +105,17 @@ lint: $(KERNEL_BASE)
 # and a provoked warning (x86_check; pytest.ini).
 CHECK_MARKS := (not lane_extra and not x86) or x86_check
 
+# pytest on the tests marked $(1), then the test VMs that cost the most
+# host CPU (tests/vm/vm-cost), passed or not: CI's time is the CPU's.
+define run-pytest
+	@mkdir -p $(B)/runs && rm -f $(B)/runs/vm-cost.tsv
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "$(1)" $(PYTEST_ARGS) tests; \
+	status=$$?; tests/vm/vm-cost --top 15 || true; exit $$status
+endef
+
 integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG)
 	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "$(CHECK_MARKS)" $(PYTEST_ARGS) tests
+	$(call run-pytest,$(CHECK_MARKS))
 
 check: kernel kernel-x86-debug lint modules kunit kunit-x86 integration
 	@echo "make check: all passed"
@@ -116,7 +124,7 @@ check: kernel kernel-x86-debug lint modules kunit kunit-x86 integration
 # that involves concurrency or sharing (issue 35).
 check-x86: kunit-x86 $(KERNEL_X86_DEBUG)
 	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) -m x86 $(PYTEST_ARGS) tests
+	$(call run-pytest,x86)
 	@echo "make check-x86: all passed"
 
 # make check plus everything it leaves out: the x86-64 lane and the

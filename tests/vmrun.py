@@ -2,8 +2,10 @@
 
 import json
 import os
+import resource
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -50,6 +52,11 @@ def lanes(*names, extra=(), x86_check=False):
 # How much longer a run may take on the x86-64 lane under TCG than in UML:
 # run_vm scales its timeout by this (a bound on a hang, never a measurement).
 X86_TIMEOUT_SCALE = 2
+# Guest memory on the x86-64 lane. Every debug run ends with kmemleak's two
+# scans, and a scan reads all of memory: 40 s of a 4 GiB guest under TCG,
+# 20 s of a 2 GiB one (a script that does nothing: 71 s against 51 s).
+# No x86-64 test needs more; the torture's files are a few MiB.
+X86_MEM = "2G"
 # Tests on the x86-64 lane: marked x86, and one pytest-xdist worker runs
 # them one after the other (--dist loadgroup), so that two QEMUs with 2
 # vCPUs each never share the 2 host cores a UML VM also needs.
@@ -85,7 +92,7 @@ class VMResult:
                 f"--- last lines of {self.path('console.log')} ---\n{self.tail()}")
 
 
-def run_vm(script, *args, debug=True, disks=("2G",), mem="4G", timeout=900,
+def run_vm(script, *args, debug=True, disks=("2G",), mem=None, timeout=900,
            kunit=None, name=None, extra=(), disk_dir=None, preempt=False, x86=False,
            smp=2, kcsan=False):
     """Run SCRIPT (relative to the repository) in a fresh VM; never raises on
@@ -96,11 +103,13 @@ def run_vm(script, *args, debug=True, disks=("2G",), mem="4G", timeout=900,
     QEMU on SMP CPUs; KCSAN its KCSAN flavour. Under TCG a guest runs
     several times slower than UML: TIMEOUT is the caller's to scale.
     DISK_DIR: where tests/vm/run makes (and afterwards deletes) the disk
-    images; default the run's own directory."""
+    images; default the run's own directory.
+    MEM: guest memory; default 4G in UML and X86_MEM on the x86-64 lane."""
     os.makedirs(os.path.join(BUILD, "runs"), exist_ok=True)
     lane = "-x86" if x86 or kcsan else ""
     if lane:
         timeout *= X86_TIMEOUT_SCALE
+    mem = mem or (X86_MEM if lane else "4G")
     outdir = tempfile.mkdtemp(prefix=f"{name or os.path.basename(script or 'kunit')}{lane}-",
                               dir=os.path.join(BUILD, "runs"))
     cmd = [RUNNER, "-q", "-o", outdir, "-m", mem, "-t", str(timeout)]
@@ -121,6 +130,28 @@ def run_vm(script, *args, debug=True, disks=("2G",), mem="4G", timeout=900,
     cmd += list(extra)
     if script:
         cmd += [os.path.join(TOP, script), *args]
+    cpu0, wall0 = children_cpu(), time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=timeout + 60)
+    log_vm_cost(outdir, children_cpu() - cpu0, time.monotonic() - wall0)
     return VMResult(p.returncode, outdir, p.stderr)
+
+
+# What each VM cost, one line per run in $B/runs/vm-cost.tsv: the test,
+# host CPU seconds (the VM's and the runner's), wall seconds, the run's
+# directory. CI is bound by the host's CPU, not by wall time:
+# tests/vm/vm-cost prints the most expensive runs.
+VM_COST = os.path.join(BUILD, "runs", "vm-cost.tsv")
+
+
+def children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def log_vm_cost(outdir, cpu, wall):
+    test = os.environ.get("PYTEST_CURRENT_TEST", "-").rsplit(" ", 1)[0]
+    # One write() of a short line in append mode: the lines of two
+    # pytest-xdist workers do not interleave.
+    with open(VM_COST, "a") as f:
+        f.write(f"{test}\t{cpu:.1f}\t{wall:.1f}\t{os.path.basename(outdir)}\n")

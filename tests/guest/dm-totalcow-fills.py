@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 
+import dmmsg
 import vcpus
 
 BLOCK = 4096
@@ -46,7 +47,7 @@ NOBODY = 65534
 
 
 def drop_target_cache(dev):
-    subprocess.run(["dmsetup", "message", dev, "0", "drop_cache"], check=True)
+    dmmsg.message(dev, "drop_cache")
 
 
 def drop_page_cache():

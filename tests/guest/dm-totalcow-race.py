@@ -23,11 +23,11 @@ Exit status 0 when no read was wrong.
 import mmap
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
 
+import dmmsg
 import vcpus
 
 BLOCK = 4096
@@ -112,8 +112,7 @@ def main():
 
     def dropper():
         while not stop.wait(0.5):
-            subprocess.run(["dmsetup", "message", os.path.basename(dev), "0", "drop_cache"],
-                           check=True)
+            dmmsg.message(os.path.basename(dev), "drop_cache")
             stats["drops"] += 1
 
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(3)]
