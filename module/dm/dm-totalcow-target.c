@@ -1359,6 +1359,7 @@ module_exit(dm_totalcow_exit);
 MODULE_DESCRIPTION(DM_NAME " disk-address read cache for snapshot templates");
 MODULE_AUTHOR("TotalCOW developers <totalcow@users.noreply.example>");
 MODULE_LICENSE("GPL");
+MODULE_VERSION("0.1.0");
 
 #if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
 #include "dm_totalcow_target_kunit.c"

@@ -38,7 +38,10 @@ DESCRIPTION
     the same ranges (tests check that both agree with btrfs-map-logical),
     but seven times slower on 100k files, and compressed extents are only
     known by their logical length. Extents are then written to
-    /sys/kernel/mm/totalcow/templates/ in batches of less than a page.
+    /sys/kernel/mm/totalcow/templates/ in batches of less than a page, or,
+    on a kernel without that sysfs layer (a stock kernel with dm-totalcow
+    from DKMS), sent to the device with dmsetup messages (WITHOUT THE
+    SYSFS LAYER below).
 
     Extent kinds:
       inline         skipped: the data lives in metadata, cached once anyway
@@ -54,20 +57,28 @@ DESCRIPTION
     on other devices are reported and not cached. Striped profiles (RAID0,
     RAID10, RAID5, RAID6) are refused.
 
-    add records the paths in $TOTALCOW_STATE_DIR (default /var/lib/totalcow)
-    so that refresh can walk them again: after a balance or defragment moves
-    extents, the registered ranges are stale (stale ranges only waste cache;
-    writes to them still invalidate, so nothing is ever read back wrong),
-    and refresh replaces them with the current ones, on the device recorded
-    at add (as --device would), all or nothing: the new ranges are staged
-    as template NAME:refresh (names ending in :refresh are reserved for
-    this), then NAME is registered again from them; a failure leaves NAME
-    with its old ranges. A NAME:refresh left by a killed refresh is removed
-    by the next one.
+    add records the device, the paths and the ranges in
+    $TOTALCOW_STATE_DIR/templates/NAME.json (default /var/lib/totalcow)
+    so that refresh can walk the paths again: after a balance or
+    defragment moves extents, the registered ranges are stale (stale
+    ranges only waste cache; writes to them still invalidate, so nothing
+    is ever read back wrong), and refresh replaces them with the current
+    ones, on the device recorded at add (as --device would), all or
+    nothing: the new ranges are staged as template NAME:refresh (names
+    ending in :refresh are reserved for this), then NAME is registered
+    again from them; a failure leaves NAME with its old ranges. A
+    NAME:refresh left by a killed refresh is removed by the next one.
+    (Without the sysfs layer, refresh works differently: see below.)
+
+    add --dry-run prints the ranges and registers nothing; if the file
+    system's device (or --device) is not a dm-totalcow device, it says on
+    stderr that no totalcow device is under the file system and the ranges
+    would have nowhere to go.
 
     status shows each totalcow device's counters (dmsetup status, root
-    only: exit 5 otherwise) and, with the sysfs layer, templates and
-    groups; without it (dm-totalcow from DKMS) the counters alone.
+    only: exit 5 otherwise; if dmsetup fails, its own reason) and, with
+    the sysfs layer, templates and groups; without it (dm-totalcow from
+    DKMS) the counters alone.
 
     A group (page-cache sharing, /sys/kernel/mm/totalcow/groups/) is a
     read-only template subvolume and snapshots of it: a member file's page
@@ -83,7 +94,10 @@ DESCRIPTION
     snapshots (a clone, a clone of a clone) is a member from its first
     read, with no group add, no hook and no privilege in the container;
     group list counts them, --json lists them (auto_members), and a
-    deleted one leaves the group.
+    deleted one leaves the group. Groups need the kernel's page-cache
+    sharing layer (/sys/kernel/mm/totalcow/groups, the TotalCOW kernel
+    built with mm-patches/); without it group create, auto, add and del
+    say so and exit 4, and group list lists none.
 
     container (LXC, docs/lxc.md) works on containers by name, in LXCPATH
     (default: lxc-config lxc.lxcpath, /var/lib/lxc). container template
@@ -123,10 +137,40 @@ DESCRIPTION
     private until reclaimed). Hooks and commands that change groups take
     $TOTALCOW_STATE_DIR/lock.
 
+WITHOUT THE SYSFS LAYER
+    On a kernel without /sys/kernel/mm/totalcow (a stock distro kernel
+    with dm-totalcow from DKMS), template add, refresh, del and list talk
+    to the target itself with `dmsetup message DEV 0 ...` (docs/
+    dm-totalcow.rst, Messages; root only) and say so in one line on
+    stderr:
+      add      checks that the file system's device (or --device) is a
+               dm-totalcow device and sends the ranges, 64 KiB of them a
+               message: whitelist_add NAME START LENGTH...
+      refresh  walks the recorded paths again, sends every current range
+               (whitelist_add; the target merges those it has), then
+               deletes the stale ones, recorded at the last add or refresh
+               and no longer the template's (whitelist_del NAME START
+               LENGTH...): a range that stays the template's is never
+               missing from it. Stale ranges the target does not have (a
+               table reload or a reboot forgot the template, which refresh
+               registers again) are left alone, with a note.
+      del      whitelist_del NAME on the recorded device
+      list     the templates recorded in $TOTALCOW_STATE_DIR/templates
+               (--json: "recorded": true), with their recorded extents
+    Nothing is left half done: if a message fails, the ones this command
+    sent are taken back (an add by deleting the ranges it added, a delete
+    by adding them again) and it exits 1 with dmsetup's reason. The target
+    cannot list its templates or their ranges, so the record (device,
+    paths and ranges) is what these go by: add refuses a NAME that is
+    recorded (refresh or del it), refresh refuses a record without ranges
+    (an older totalcowctl's: del and add again), and a NAME registered by
+    other means (dmsetup message by hand) is merged with, not refused.
+
 OPTIONS
     --device DEV   the dm-totalcow device (default: the file system's device)
     --json         machine-readable output
     --dry-run      (add) print the sector ranges instead of registering
+                   (and warn when no totalcow device would take them)
     --fiemap       (add) FIEMAP on every file instead of reading the fs tree
     -q, --quiet    no progress on the terminal
     -P LXCPATH     (container) the LXC container directory
@@ -143,7 +187,8 @@ EXIT STATUS
     3  no such template, path or container
     4  a path is not on btrfs, its file system is not on a totalcow device
        or has a striped data profile, or btrfs names a device that is not
-       there (container: the container's rootfs is not a btrfs subvolume)
+       there (container: the container's rootfs is not a btrfs subvolume;
+       group: the kernel has no page-cache sharing layer)
     5  not permitted (root only)
     6  (container template) the container is running
     container hook exits 0 whenever LXC should go on, 2 on bad usage.
@@ -169,8 +214,25 @@ from .lxc import (cmd_container_hook, cmd_container_join, cmd_container_leave, c
 class Parser(argparse.ArgumentParser):
     def error(self, message):
         self.print_usage(sys.stderr)
-        print(f"totalcowctl: {message}", file=sys.stderr)
+        print(f"{self.prog}: {message}", file=sys.stderr)
         sys.exit(EX_USAGE)
+
+    def _check_value(self, action, value):
+        # argparse would name the argument by its internal name ("argument
+        # cmd: invalid choice: ..."); say what the manual calls it.
+        if action.choices is not None and value not in action.choices:
+            what = "command" if isinstance(action, argparse._SubParsersAction) else action.dest
+            raise argparse.ArgumentError(
+                None, f"invalid {what} '{value}' (choose from {', '.join(action.choices)})")
+
+
+def subcommands(parser, dest):
+    """The subcommands of parser, not required by argparse (which would say
+    "the following arguments are required: cmd"): main() says which are
+    missing in the manual's words."""
+    sub = parser.add_subparsers(dest=dest, metavar="COMMAND", parser_class=Parser)
+    parser.set_defaults(func=None, need_command=(parser, sub))
+    return sub
 
 
 HELP_TEMPLATE = "the template's name (1-64 of [A-Za-z0-9._:+-])"
@@ -183,14 +245,15 @@ HELP_LXCPATH = "the LXC container directory (default: lxc-config lxc.lxcpath)"
 def main(argv=None):
     ap = Parser(prog="totalcowctl", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter, add_help=True)
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    sub = subcommands(ap, "cmd")
     tp = sub.add_parser("template", help="add, delete, list or refresh templates")
-    tsub = tp.add_subparsers(dest="tcmd", required=True, parser_class=Parser)
+    tsub = subcommands(tp, "tcmd")
     p = tsub.add_parser("add", help="register files or directory trees as a template")
-    p.add_argument("name", help=HELP_TEMPLATE)
+    p.add_argument("name", metavar="NAME", help=HELP_TEMPLATE)
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="a file or directory tree on btrfs on the totalcow device")
-    p.add_argument("--device", help="the totalcow device (needed for a multi-device btrfs)")
+    p.add_argument("--device", metavar="DEV",
+                   help="the totalcow device (needed for a multi-device btrfs)")
     p.add_argument("-q", "--quiet", action="store_true", help=HELP_QUIET)
     p.add_argument("--dry-run", action="store_true",
                    help="print the ranges (sectors: start length) instead of registering")
@@ -198,36 +261,36 @@ def main(argv=None):
                    help="use FIEMAP on every file instead of reading the fs tree")
     p.set_defaults(func=cmd_add)
     p = tsub.add_parser("del", help="deregister a template")
-    p.add_argument("name", help=HELP_TEMPLATE)
+    p.add_argument("name", metavar="NAME", help=HELP_TEMPLATE)
     p.set_defaults(func=cmd_del)
     p = tsub.add_parser("list", help="list templates")
     p.add_argument("--json", action="store_true", help=HELP_JSON)
     p.set_defaults(func=cmd_list)
     p = tsub.add_parser("refresh", help="re-read a template's extents (all or nothing)")
-    p.add_argument("name", help=HELP_TEMPLATE)
+    p.add_argument("name", metavar="NAME", help=HELP_TEMPLATE)
     p.add_argument("-q", "--quiet", action="store_true", help=HELP_QUIET)
     p.set_defaults(func=cmd_refresh, dry_run=False, fiemap=False)
     gp = sub.add_parser("group", help="page-cache sharing groups")
-    gsub = gp.add_subparsers(dest="gcmd", required=True, parser_class=Parser)
+    gsub = subcommands(gp, "gcmd")
     p = gsub.add_parser("create", help="a group of a read-only template subvolume")
-    p.add_argument("name", help=HELP_GROUP)
+    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
     p.add_argument("template", metavar="TEMPLATE_DIR",
                    help="the template: a read-only btrfs subvolume")
     p.add_argument("--auto", action="store_true",
                    help="snapshots of the template (up to 4 deep) join at their first read")
     p.set_defaults(func=cmd_group_create)
     p = gsub.add_parser("auto", help="turn automatic membership on or off")
-    p.add_argument("name", help=HELP_GROUP)
-    p.add_argument("state", choices=("on", "off"),
+    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
+    p.add_argument("state", choices=("on", "off"), metavar="on|off",
                    help="on: descendants of the template join by themselves; off: no more join")
     p.set_defaults(func=cmd_group_auto)
     p = gsub.add_parser("add", help="add snapshots of the template to a group")
-    p.add_argument("name", help=HELP_GROUP)
+    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
     p.add_argument("members", nargs="+", metavar="MEMBER_DIR",
                    help="a subvolume snapshotted from the template")
     p.set_defaults(func=cmd_group_add)
     p = gsub.add_parser("del", help="delete a group (its members unshare)")
-    p.add_argument("name", help=HELP_GROUP)
+    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
     p.set_defaults(func=cmd_group_del)
     p = gsub.add_parser("list", help="list groups with their sharing statistics")
     p.add_argument("--json", action="store_true", help=HELP_JSON)
@@ -236,9 +299,10 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help=HELP_JSON)
     p.set_defaults(func=cmd_status)
     cp = sub.add_parser("container", help="LXC containers as templates; hooks for clones")
-    csub = cp.add_subparsers(dest="ccmd", required=True, parser_class=Parser)
+    csub = subcommands(cp, "ccmd")
     p = csub.add_parser("template", help="make a stopped btrfs container a template")
-    p.add_argument("name", help="the container (also the template's and group's name)")
+    p.add_argument("name", metavar="NAME",
+                   help="the container (also the template's and group's name)")
     p.add_argument("-P", "--lxcpath", help=HELP_LXCPATH)
     p.add_argument("--no-dm", action="store_true", help="page-cache sharing only")
     p.add_argument("--no-hooks", action="store_true", help="do not edit its config")
@@ -246,13 +310,14 @@ def main(argv=None):
                    help="clones join at their first read, hooks or not (group auto)")
     p.set_defaults(func=cmd_container_template)
     p = csub.add_parser("untemplate", help="undo container template")
-    p.add_argument("name", help="the template container")
+    p.add_argument("name", metavar="NAME", help="the template container")
     p.add_argument("-P", "--lxcpath", help="the template's LXC directory (checked against "
                    "the one recorded at container template)")
     p.set_defaults(func=cmd_container_untemplate)
     for what, fn in (("join", cmd_container_join), ("leave", cmd_container_leave)):
         p = csub.add_parser(what, help=f"{what} the group of its template by hand")
-        p.add_argument("name", help="a clone (lxc-copy -s) of a template container")
+        p.add_argument("name", metavar="NAME",
+                       help="a clone (lxc-copy -s) of a template container")
         p.add_argument("-P", "--lxcpath", help=HELP_LXCPATH)
         p.set_defaults(func=fn)
     p = csub.add_parser("list", help="container templates, their groups and members")
@@ -261,12 +326,16 @@ def main(argv=None):
     p = csub.add_parser("restore", help="recreate recorded templates' groups (at boot)")
     p.set_defaults(func=cmd_container_restore)
     p = csub.add_parser("hook", help="LXC hook entry point (lxc.hook.clone, pre-start, destroy)")
-    p.add_argument("name", help="the container (LXC passes it)")
-    p.add_argument("section", help="the config section (LXC passes 'lxc')")
-    p.add_argument("type", help="the hook: clone, pre-start or destroy")
-    p.add_argument("extra", nargs=argparse.REMAINDER, help="further arguments from LXC")
+    p.add_argument("name", metavar="NAME", help="the container (LXC passes it)")
+    p.add_argument("section", metavar="SECTION", help="the config section (LXC passes 'lxc')")
+    p.add_argument("type", metavar="HOOK", help="the hook: clone, pre-start or destroy")
+    p.add_argument("extra", nargs=argparse.REMAINDER, metavar="ARG",
+                   help="further arguments from LXC")
     p.set_defaults(func=cmd_container_hook)
     a = ap.parse_args(argv)
+    if a.func is None:
+        parser, choices = a.need_command
+        parser.error(f"missing command (choose from {', '.join(choices.choices)})")
     # Container names are LXC's; only a template's becomes a kernel name.
     tagged = a.cmd != "container" or a.ccmd == "template"
     if tagged and hasattr(a, "name") and not valid_name(a.name):

@@ -4,13 +4,15 @@
 import json
 import os
 import stat
+import sys
 
+from . import dmroute
 from .btrfs import snapshot_of, subvol_show
 from .config import STATE, SYSFS
-from .dmsetup import device_status
+from .dmsetup import device_status, totalcow_name
 from .errors import EX_FAIL, EX_NOENT, EX_OK, EX_USAGE, Fail
-from .sysfs import (STAGING_SUFFIX, group_set_auto, group_write, groups, register, replace,
-                    sysfs_write, templates)
+from .sysfs import (STAGING_SUFFIX, group_set_auto, group_write, groups, need_sharing, register,
+                    replace, sysfs_write, templates)
 from .walker import Walker, devname
 
 
@@ -18,11 +20,37 @@ def state_path(name):
     return os.path.join(STATE, "templates", name + ".json")
 
 
+def read_record(name):
+    try:
+        with open(state_path(name)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise Fail(f"no record of template {name} in {STATE}", EX_NOENT)
+
+
+def dry_run_warning(rdev):
+    """What --dry-run says when the ranges would have nowhere to go."""
+    try:
+        _, why = totalcow_name(rdev)
+    except Fail as e:
+        return f"warning: cannot tell whether {devname(rdev)} is a dm-totalcow device ({e})"
+    if why:
+        return (f"warning: no totalcow device under this file system ({why}): these "
+                "ranges would have nowhere to go")
+    return None
+
+
 def cmd_add(a, refresh=False):
     rdev = getattr(a, "rdev", None)
     if not refresh and a.name.endswith(STAGING_SUFFIX):
         raise Fail(f"template names ending in '{STAGING_SUFFIX}' are reserved for "
                    "template refresh", EX_USAGE)
+    # Without the sysfs layer the kernel cannot say whether a template
+    # exists (a whitelist_add would merge into it): the record says.
+    dm_only = not a.dry_run and not dmroute.layer()
+    if dm_only and not refresh and os.path.exists(state_path(a.name)):
+        raise Fail(f"template {a.name} exists (recorded in {state_path(a.name)}): template "
+                   f"refresh {a.name} registers it again, template del {a.name} removes it")
     if a.device:
         try:
             st = os.stat(a.device)
@@ -51,14 +79,24 @@ def cmd_add(a, refresh=False):
     if a.dry_run:
         for s, n in ranges:
             print(s, n)
+        warning = dry_run_warning(w.rdev)
+        if warning:
+            print(f"totalcowctl: {warning}", file=sys.stderr)
         return EX_OK
-    if refresh:
+    if dm_only and refresh:
+        dmroute.replace(a.name, w.rdev, a.old_ranges, ranges)
+    elif dm_only:
+        dmroute.add(a.name, w.rdev, ranges)
+    elif refresh:
         replace(a.name, w.rdev, ranges)
     else:
         register(a.name, w.rdev, ranges)
+    # The ranges are recorded too: without the sysfs layer they are all
+    # there is to know what a refresh must delete.
     os.makedirs(os.path.dirname(state_path(a.name)), exist_ok=True)
     with open(state_path(a.name), "w") as f:
-        json.dump({"device": devname(w.rdev), "paths": paths}, f)
+        json.dump({"device": devname(w.rdev), "paths": paths,
+                   "ranges": [list(r) for r in ranges]}, f)
     sectors = sum(n for _, n in ranges)
     print(f"template {a.name}: {w.files} files, {len(ranges)} extents, "
           f"{sectors * 512 / 2**20:.1f} MiB on {devname(w.rdev)}")
@@ -68,11 +106,19 @@ def cmd_add(a, refresh=False):
 
 
 def cmd_refresh(a):
-    try:
-        with open(state_path(a.name)) as f:
-            st = json.load(f)
-    except FileNotFoundError:
-        raise Fail(f"no record of template {a.name} in {STATE}", EX_NOENT)
+    st = read_record(a.name)
+    if not dmroute.layer():
+        # dm-totalcow alone: the record's device and ranges are all there
+        # is to go by (dmroute.replace).
+        if "ranges" not in st:
+            # Without the old ranges a failure could not be taken back
+            # exactly (deleting what was sent could take ranges the
+            # template had): refuse rather than risk a half refresh.
+            raise Fail(f"the record of template {a.name} has no ranges (an older totalcowctl "
+                       f"wrote it): template del {a.name}, then template add it again")
+        a.paths, a.device, a.old_ranges = st["paths"], None, st["ranges"]
+        a.rdev = os.makedev(*map(int, st["device"].split(":")))
+        return cmd_add(a, refresh=True)
     current = {t["name"]: t for t in templates()}
     if a.name not in current:
         raise Fail(f"no such template: {a.name}", EX_NOENT)
@@ -87,7 +133,16 @@ def cmd_refresh(a):
 
 
 def cmd_del(a):
-    sysfs_write("deregister", a.name + "\n")
+    if dmroute.layer():
+        sysfs_write("deregister", a.name + "\n")
+    else:
+        try:
+            rec = read_record(a.name)
+        except Fail as e:
+            raise Fail(f"{e}: without the sysfs layer only the record tells its device "
+                       f"(dmsetup message DEV 0 whitelist_del {a.name} removes it by hand)",
+                       e.code)
+        dmroute.delete(a.name, rec)
     try:
         os.unlink(state_path(a.name))
     except FileNotFoundError:
@@ -117,6 +172,7 @@ def cmd_group_auto(a):
 
 
 def cmd_group_add(a):
+    need_sharing()
     base = os.path.join(SYSFS, "groups", a.name, "template")
     try:
         with open(base) as f:
@@ -152,13 +208,19 @@ def cmd_group_list(a):
 
 
 def cmd_list(a):
-    ts = templates()
+    if dmroute.layer():
+        ts = templates()
+    else:
+        dmroute.say(f"the templates recorded in {os.path.join(STATE, 'templates')} (a table "
+                    "reload or a reboot forgets them: template refresh registers one again)")
+        ts = dmroute.recorded()
     if a.json:
         print(json.dumps(ts, indent=1))
     else:
         for t in ts:
-            print(f"{t['name']}\t{t['device']}\t{t['extents']} extents\t"
-                  f"{t['sectors'] * 512 / 2**20:.1f} MiB")
+            extents = "?" if t["extents"] is None else t["extents"]
+            mib = "?" if t["sectors"] is None else f"{t['sectors'] * 512 / 2**20:.1f}"
+            print(f"{t['name']}\t{t['device']}\t{extents} extents\t{mib} MiB")
     return EX_OK
 
 
@@ -187,5 +249,6 @@ def cmd_status(a):
               f"{t['sectors'] * 512 / 2**20:.1f} MiB")
     if not layer:
         print(f"({SYSFS} is absent: dm-totalcow without the sysfs layer, as with DKMS; "
-              "templates are managed with dmsetup messages)")
+              "the template commands send dmsetup messages, template list shows what "
+              "they recorded)")
     return EX_OK

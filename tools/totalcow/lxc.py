@@ -16,7 +16,8 @@ from .commands import cmd_add, state_path
 from .config import STATE, SYSFS
 from .errors import EX_BUSY, EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_PERM, EX_USAGE, Fail
 from .sysfs import (dm_template_exists, group_auto, group_auto_members, group_exists, group_members,
-                    group_of_member, group_read, group_set_auto, group_write, sysfs_write)
+                    group_of_member, group_read, group_set_auto, group_write, need_sharing,
+                    sysfs_write)
 
 
 CONTAINER_HOOKS = ("clone", "pre-start", "destroy")
@@ -221,9 +222,7 @@ def cmd_container_template(a):
     info = subvol_show(rootfs)
     if os.path.exists(record_path(a.name)):
         raise Fail(f"{a.name} is a template already (untemplate it first)")
-    if not os.path.isdir(os.path.join(SYSFS, "groups")):
-        raise Fail(f"{SYSFS}/groups is missing: is the kernel built with TOTALCOW_SHARE "
-                   "(mm-patches/)?", EX_NOTTC)
+    need_sharing()
     if group_exists(a.name):
         raise Fail(f"a group named {a.name} exists already")
     if not a.no_dm and dm_template_exists(a.name):

@@ -112,14 +112,24 @@ def replace(name, rdev, ranges):
     sysfs_write("deregister", tmp + "\n")
 
 
+def need_sharing():
+    """Fail unless the kernel has the page-cache sharing layer: every group
+    command says the same when it has not."""
+    base = os.path.join(SYSFS, "groups")
+    if not os.path.isdir(base):
+        raise Fail(f"page-cache sharing is not in this kernel ({base} is absent): groups "
+                   "need the TotalCOW kernel (mm-patches/ and module/share/, see README.md); "
+                   "dm-totalcow alone, as from DKMS, has none", EX_NOTTC)
+
+
 def group_write(name, text):
     path = os.path.join(SYSFS, "groups", name)
     try:
         with open(path, "w") as f:
             f.write(text)
     except FileNotFoundError:
-        raise Fail(f"{os.path.dirname(path)} is missing: is the kernel built with "
-                   "TOTALCOW_SHARE (mm-patches/)?", EX_NOTTC)
+        need_sharing()
+        raise Fail(f"{path} is missing: the kernel predates it", EX_NOTTC)
     except OSError as e:
         code = {errno.ENOENT: EX_NOENT, errno.EPERM: EX_PERM,
                 errno.EACCES: EX_PERM}.get(e.errno, EX_FAIL)
@@ -158,6 +168,7 @@ def group_set_auto(name, on):
         with open(path, "w") as f:
             f.write("1\n" if on else "0\n")
     except FileNotFoundError:
+        need_sharing()
         if not group_exists(name):
             raise Fail(f"no group '{name}'", EX_NOENT)
         raise Fail(f"{path} is missing: the kernel predates automatic membership", EX_NOTTC)
