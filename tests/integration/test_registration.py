@@ -46,3 +46,15 @@ def test_totalcowctl_refresh_status_and_exit_codes_as_documented():
     r = passed(run_vm("tests/guest/totalcowctl-admin.sh", disks=("1G", "1G"),
                       debug=False))
     assert "totalcowctl admin: all as documented" in r.console, r.explain()
+
+
+def test_templates_without_the_sysfs_layer_go_by_dmsetup_messages():
+    """On a stock kernel (DKMS: the target without the sysfs layer)
+    template add, list, refresh and del send the ranges with dmsetup
+    messages and say so: the target then whitelists exactly what --dry-run
+    prints, a snapshot's second read hits its cache, a refresh after a
+    rewrite leaves the new ranges, a refresh after a table reload
+    registers the template again, and del removes it."""
+    r = passed(run_vm("tests/guest/totalcowctl-dm-only.sh", disks=("1G",), debug=False))
+    assert "totalcowctl dm-only: add, list, refresh and del through dmsetup messages" \
+        in r.console, r.explain()
