@@ -36,7 +36,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 .PHONY: all deps tree kernel kernel-base kernel-debug kernel-preempt kernel-trace kunit modules lint \
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
 	check-x86 check-lanes torture-x86 torture-kcsan \
-	integration check check-quick demo bench bench-dm-overhead bench-registration bench-fig4 \
+	integration check check-quick demo bench-demo bench bench-dm-overhead bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
 
@@ -140,9 +140,15 @@ check-quick: kernel lint kunit
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow and not x86 and not lane_extra" $(PYTEST_ARGS) tests
 	@echo "make check-quick: passed (slow tests and the x86-64 lane skipped; make check runs them)"
 
+# The demo writes its run under $(B)/demo/ and prints it; bench-demo
+# records it in bench/results/ (committed) and regenerates the READMEs.
 demo: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/demo
+
+bench-demo: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/demo --record
 	$(PYTHON) bench/readme
 
 # dm-totalcow: bypass overhead vs dm-linear, hit vs miss (fio, bench/fio/);
@@ -225,7 +231,7 @@ torture-kcsan: $(KERNEL_X86_KCSAN)
 bench-goals:
 	$(PYTHON) bench/goals
 
-bench: demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-write-phases \
+bench: bench-demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-write-phases \
 	bench-share-cost bench-resolve-cost bench-share-scale bench-fleet
 	$(PYTHON) bench/goals
 

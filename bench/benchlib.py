@@ -122,10 +122,12 @@ def run_meta(name, **fields):
             **machine(), **fields}
 
 
-def write_results(name, meta, records):
-    """bench/results/NAME.json: {"meta": ..., "records": [...]}; returns its path."""
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, name + ".json")
+def write_results(name, meta, records, results=None):
+    """RESULTS/NAME.json (bench/results/, committed), or NAME.json in the
+    directory RESULTS: {"meta": ..., "records": [...]}; returns its path."""
+    results = results or RESULTS
+    os.makedirs(results, exist_ok=True)
+    path = os.path.join(results, name + ".json")
     with open(path, "w") as f:
         json.dump({"meta": meta, "records": records}, f, indent=1)
     return path

@@ -7,9 +7,15 @@ shared pages and whitelisted extents. Only deterministic counts are
 asserted (bytes read from the device, page-cache bytes, bytes allocated),
 never times."""
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
-from vmrun import run_vm
+from vmrun import BUILD, TOP, run_vm
 
 # The tests share module fixtures (one VM run each): keep them on one
 # pytest-xdist worker so the runs are not repeated.
@@ -158,3 +164,31 @@ def test_figs5_8_trace_wants_the_trace_kernel():
     assert r.status == 1, r.explain()
     assert "--trace wants a kernel with block tracepoints (make kernel-trace)" in r.console
     assert r.records() == []
+
+
+def test_demo_prints_its_run_and_leaves_the_checkout_as_it_was():
+    """make demo (bench/demo without --record), a newcomer's first
+    command, writes its run under the build directory and prints it; the
+    committed results and the READMEs generated from them stay as they
+    were (the demo used to rewrite bench/results/demo.* and README.md)."""
+    tracked = [os.path.join(TOP, p) for p in
+               ("README.md", "bench/README.md", "bench/results/demo.json",
+                "bench/results/demo.md")]
+
+    def digests():
+        return [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in tracked]
+
+    before = digests()
+    out = os.path.join(BUILD, "demo")
+    for name in ("demo.json", "demo.md"):
+        if os.path.exists(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
+    p = subprocess.run([sys.executable, os.path.join(TOP, "bench", "demo"), "--snapshots", "2",
+                        "--size-mib", "8", "--configs", "btrfs,totalcow"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert digests() == before
+    with open(os.path.join(out, "demo.json")) as f:
+        records = json.load(f)["records"]
+    assert [r["config"] for r in records] == ["btrfs", "totalcow"]
+    assert "| stock btrfs |" in p.stdout and "demo.md" in p.stdout
