@@ -31,6 +31,7 @@ import random
 import json
 import struct
 import sys
+import time
 import traceback
 
 import vcpus
@@ -61,6 +62,7 @@ def torture(mnt, members, ops, seed, name="torture"):
     dfds = {p: os.open(p, os.O_RDWR | os.O_DIRECT) for p in paths}
     tfd = os.open(f"{mnt}/template/data/file", os.O_RDONLY)
     counts = {}
+    seconds = {}    # time spent per kind: where a long run's hours go
     mismatches = 0
 
     def check(p, off, n, what):
@@ -86,6 +88,7 @@ def torture(mnt, members, ops, seed, name="torture"):
              "fsync", "drop", "template", "rewrite", "dio", "reflink", "evict"],
             [40, 20, 8, 6, 3, 4, 4, 1, 4, 4, 4, 3, 5])[0]
         counts[kind] = counts.get(kind, 0) + 1
+        t0 = time.monotonic()
         if kind == "read":
             off = rnd.randrange(0, size0 + 8192)
             check(p, off, rnd.choice([1, 100, 4096, 8192, 65536]), "read")
@@ -182,6 +185,7 @@ def torture(mnt, members, ops, seed, name="torture"):
                 if f.read(4096) != template[off:off + 4096]:
                     mismatches += 1
                     print("MISMATCH template changed", flush=True)
+        seconds[kind] = seconds.get(kind, 0.0) + time.monotonic() - t0
         if mismatches > 10:
             break
     os.close(tfd)
@@ -198,7 +202,7 @@ def torture(mnt, members, ops, seed, name="torture"):
             if f.read() != bytes(model[p]):
                 mismatches += 1
                 print(f"MISMATCH {p} after drop_caches", flush=True)
-    return op + 1, mismatches, counts
+    return op + 1, mismatches, counts, seconds
 
 
 def main():
@@ -207,7 +211,7 @@ def main():
     if workers < 1 or (workers > 1 and members < 2 * workers):
         sys.exit(f"share-torture: {workers} workers need 2 members each ({members} given)")
     if workers == 1:
-        done, mismatches, counts = torture(mnt, range(1, members + 1), ops, seed)
+        done, mismatches, counts, seconds = torture(mnt, range(1, members + 1), ops, seed)
     else:
         kids = []
         for w in range(workers):
@@ -230,7 +234,7 @@ def main():
             os.close(wr)
             kids.append((pid, r))
         done = mismatches = 0
-        counts = {}
+        counts, seconds = {}, {}
         for pid, r in kids:
             with os.fdopen(r, "rb") as f:
                 out = f.read()
@@ -239,12 +243,17 @@ def main():
                 print(f"torture: worker {pid} failed (status {st})", flush=True)
                 mismatches += 1
                 continue
-            d, m, c = json.loads(out)
+            d, m, c, t = json.loads(out)
             done, mismatches = done + d, mismatches + m
             for k, v in c.items():
                 counts[k] = counts.get(k, 0) + v
+            for k, v in t.items():
+                seconds[k] = seconds.get(k, 0.0) + v
     print(f"torture: {workers} worker(s) on {vcpus.describe()}")
     print("ops:", " ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    # Seconds per kind, summed over the workers (so more than the run's).
+    print("seconds:", " ".join(f"{k}={v:.0f}" for k, v in
+                               sorted(seconds.items(), key=lambda kv: -kv[1])))
     print(f"torture: {done} operations, {mismatches} mismatches", flush=True)
     return 1 if mismatches else 0
 
