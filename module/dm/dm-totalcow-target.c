@@ -51,6 +51,7 @@
 
 #include "dm-totalcow.h"
 #include "totalcow-cache.h"
+#include "totalcow-compat.h"
 #include "totalcow-parse.h"
 #include "totalcow-whitelist.h"
 
@@ -510,7 +511,7 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 	fio->fill.domain = domain;
 	/* The bulk allocator fills the NULL slots, from the first. */
 	memset(fio->fill.pages, 0, nr * sizeof(fio->fill.pages[0]));
-	i = alloc_pages_bulk_array(gfp, nr, fio->fill.pages);
+	i = tc_alloc_pages_bulk(gfp, nr, fio->fill.pages);
 	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
 	if (!got) {
 		/* Pages, but no claim: another fill or a write came first. */
@@ -838,7 +839,7 @@ static int totalcow_end_io(struct dm_target *ti, struct bio *bio,
 static unsigned long totalcow_shrink_count(struct shrinker *s,
 					   struct shrink_control *sc)
 {
-	struct totalcow_c *tc = s->private_data;
+	struct totalcow_c *tc = tc_shrinker_private(s);
 	unsigned long n = READ_ONCE(tc->cache.nr_cached);
 
 	return n ? n : SHRINK_EMPTY;
@@ -847,7 +848,7 @@ static unsigned long totalcow_shrink_count(struct shrinker *s,
 static unsigned long totalcow_shrink_scan(struct shrinker *s,
 					  struct shrink_control *sc)
 {
-	struct totalcow_c *tc = s->private_data;
+	struct totalcow_c *tc = tc_shrinker_private(s);
 
 	return tc_cache_evict(&tc->cache, sc->nr_to_scan);
 }
@@ -994,16 +995,16 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	tc_wl_init(&tc->wl);
 	tc->devt = disk_devt(dm_disk(dm_table_get_md(ti->table)));
 
-	tc->shrinker = shrinker_alloc(0, "dm-totalcow:%u:%u", MAJOR(tc->devt),
-				      MINOR(tc->devt));
+	/* Its callbacks may run from here on (see totalcow-compat.h). */
+	tc->shrinker = tc_shrinker_alloc(totalcow_shrink_count,
+					 totalcow_shrink_scan, tc,
+					 "dm-totalcow:%u:%u", MAJOR(tc->devt),
+					 MINOR(tc->devt));
 	if (!tc->shrinker) {
 		r = -ENOMEM;
 		ti->error = "Cannot allocate shrinker";
 		goto bad_cache;
 	}
-	tc->shrinker->count_objects = totalcow_shrink_count;
-	tc->shrinker->scan_objects = totalcow_shrink_scan;
-	tc->shrinker->private_data = tc;
 
 	/* The kernel API names a target by its dm device: one per device. */
 	mutex_lock(&totalcow_live_lock);
@@ -1015,7 +1016,7 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	list_add(&tc->all, &totalcow_all);
 	mutex_unlock(&totalcow_live_lock);
-	shrinker_register(tc->shrinker);
+	tc_shrinker_register(tc->shrinker);
 
 	ti->num_flush_bios = 1;
 	ti->num_discard_bios = 1;
@@ -1025,7 +1026,7 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	return 0;
 
 bad_shrinker:
-	shrinker_free(tc->shrinker);
+	tc_shrinker_free(tc->shrinker);
 bad_cache:
 	tc_wl_destroy(&tc->wl);
 	tc_cache_destroy(&tc->cache);
@@ -1050,7 +1051,7 @@ static void totalcow_dtr(struct dm_target *ti)
 	/* No new API call can find it; wait for those in progress. */
 	wait_event(tc->drain_wq, !atomic_read(&tc->api_users));
 
-	shrinker_free(tc->shrinker);
+	tc_shrinker_free(tc->shrinker);
 	/* Fill completions still running after their last bio ended. */
 	destroy_workqueue(tc->wq);
 	tc_wl_destroy(&tc->wl);
