@@ -52,11 +52,6 @@ def lanes(*names, extra=(), x86_check=False):
 # How much longer a run may take on the x86-64 lane under TCG than in UML:
 # run_vm scales its timeout by this (a bound on a hang, never a measurement).
 X86_TIMEOUT_SCALE = 2
-# Guest memory on the x86-64 lane. Every debug run ends with kmemleak's two
-# scans, and a scan reads all of memory: 40 s of a 4 GiB guest under TCG,
-# 20 s of a 2 GiB one (a script that does nothing: 71 s against 51 s).
-# No x86-64 test needs more; the torture's files are a few MiB.
-X86_MEM = "2G"
 # Tests on the x86-64 lane: marked x86, and one pytest-xdist worker runs
 # them one after the other (--dist loadgroup), so that two QEMUs with 2
 # vCPUs each never share the 2 host cores a UML VM also needs.
@@ -104,15 +99,15 @@ def run_vm(script, *args, debug=True, disks=("2G",), mem=None, timeout=900,
     several times slower than UML: TIMEOUT is the caller's to scale.
     DISK_DIR: where tests/vm/run makes (and afterwards deletes) the disk
     images; default the run's own directory.
-    MEM: guest memory; default 4G in UML and X86_MEM on the x86-64 lane."""
+    MEM: guest memory; default tests/vm/run's (4G in UML, 2G on x86-64,
+    where kmemleak's closing scans of all of it are slow)."""
     os.makedirs(os.path.join(BUILD, "runs"), exist_ok=True)
     lane = "-x86" if x86 or kcsan else ""
     if lane:
         timeout *= X86_TIMEOUT_SCALE
-    mem = mem or (X86_MEM if lane else "4G")
     outdir = tempfile.mkdtemp(prefix=f"{name or os.path.basename(script or 'kunit')}{lane}-",
                               dir=os.path.join(BUILD, "runs"))
-    cmd = [RUNNER, "-q", "-o", outdir, "-m", mem, "-t", str(timeout)]
+    cmd = [RUNNER, "-q", "-o", outdir, "-t", str(timeout)] + (["-m", mem] if mem else [])
     if x86 or kcsan:
         cmd += ["--x86", "--smp", str(smp)]
     if kcsan:
