@@ -8,6 +8,7 @@ import os
 import subprocess
 
 from .errors import EX_FAIL, EX_NOTTC, EX_PERM, Fail
+from .walker import devname
 
 STATUS_FIELDS = ("hits", "misses", "bypassed", "fills", "evictions", "invalidations",
                  "cached_capacity", "whitelist_extents", "whitelist_sectors", "templates",
@@ -63,10 +64,6 @@ def device_status():
         raise Fail(f"dmsetup status: {reason(out)}" + ("" if root else " (root only)"),
                    EX_FAIL if root else EX_PERM)
     return parse_status(out.stdout)
-
-
-def devname(rdev):
-    return f"{os.major(rdev)}:{os.minor(rdev)}"
 
 
 def dm_name(rdev):
