@@ -113,8 +113,9 @@ lint: $(KERNEL_BASE)
 
 # The integration tests of make check: everything on the UML kernels but
 # the further lanes' runs (lane_extra), and of the x86-64 lane the races
-# and a provoked warning (x86_check; pytest.ini).
-CHECK_MARKS := (not lane_extra and not x86) or x86_check
+# and a provoked warning (x86_check; pytest.ini); not the packages'
+# install test in a throwaway root (deb_root: make deb-test).
+CHECK_MARKS := (not lane_extra and not x86 and not deb_root) or x86_check
 
 # pytest on the tests marked $(1), then the test VMs that cost the most
 # host CPU (tests/vm/vm-cost), passed or not: CI's time is the CPU's.
@@ -138,9 +139,9 @@ check-x86: kunit-x86 $(KERNEL_X86_DEBUG)
 	$(call run-pytest,x86)
 	@echo "make check-x86: all passed"
 
-# make check plus everything it leaves out: the x86-64 lane and the
-# preemptible UML kernel's longer runs.
-check-lanes: check check-x86
+# make check plus everything it leaves out: the x86-64 lane, the
+# preemptible UML kernel's longer runs and the packages' install test.
+check-lanes: check check-x86 deb-test
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "lane_extra and not x86" $(PYTEST_ARGS) tests
 	@echo "make check-lanes: all passed"
 
@@ -245,6 +246,22 @@ bench-goals:
 bench: bench-demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-write-phases \
 	bench-share-cost bench-resolve-cost bench-share-scale bench-fleet
 	$(PYTHON) bench/goals
+
+# Debian packages from debian/: dm-totalcow-dkms (module/dm/ as DKMS
+# source) and totalcowctl (the tool and its manual page), in $(B)/deb,
+# built from a copy of the checkout, which stays clean
+# (tests/deb/build-packages).
+.PHONY: deb deb-test
+deb:
+	@tests/vm/install-deb-deps
+	tests/deb/build-packages $(B)/deb
+
+# Those packages on a fresh Debian 12, a throwaway root in $(B)/deb-root:
+# DKMS builds the module for each kernel whose headers apt installs, and
+# apt exits 0 (tests/deb/test-packages; root; make check-lanes runs it, make
+# check not, for CI time; tests/test_packages.py is its pytest wrapper).
+deb-test: deb
+	tests/deb/test-packages $(B)
 
 clean:
 	rm -rf $(B)/runs $(OOT) results
