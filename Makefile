@@ -40,7 +40,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kernel-preempt kernel-trace kunit modules lint \
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
-	check-x86 check-lanes torture-x86 torture-kcsan \
+	check-x86 check-lanes torture-x86 torture-kcsan stock-kernels stock-kernel-check check-stock \
 	integration check check-quick demo bench-demo bench bench-dm-overhead bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
@@ -97,9 +97,10 @@ kunit-x86: $(KERNEL_X86_DEBUG)
 
 # Out-of-tree builds against Debian's headers, as DKMS does on a stock
 # kernel: Debian 12's 6.1, the 6.12 the test kernels come from (also
-# through DKMS) and the newest kernel of Debian 13's trixie-backports
-# (tests/vm/fetch-headers). W=1; any warning fails. One line per kernel.
-MODULE_KERNELS := 6.1 6.12 newest
+# through DKMS), Debian 13's 6.12 (also through DKMS) and the newest
+# kernel of Debian 13's trixie-backports (tests/vm/fetch-headers,
+# tests/vm/debian-kernels.sh). W=1; any warning fails. One line per kernel.
+MODULE_KERNELS := 6.1 6.12 6.12-trixie newest
 modules:
 	@tests/vm/install-deps
 	@hdrs=$$(tests/vm/fetch-headers $(B) $(MODULE_KERNELS)) && \
@@ -107,15 +108,27 @@ modules:
 		tests/vm/build-module $(OOT)/$${hdr##*/linux-headers-} $$hdr $$vars || exit 1; \
 	done
 
+# The stock lane (tests/vm/run --stock): those Debian kernels themselves,
+# unpatched, their linux-image packages unpacked into $(B)/stock (never
+# installed) with the dm-totalcow.ko just built (tests/vm/fetch-stock-kernel).
+# make check boots Debian 12's default kernel, make check-stock all four.
+STOCK_KERNELS := $(MODULE_KERNELS)
+STOCK_CHECK_KERNEL := 6.1
+stock-kernels: modules
+	tests/vm/fetch-stock-kernel $(B) $(STOCK_KERNELS)
+stock-kernel-check: modules
+	tests/vm/fetch-stock-kernel $(B) $(STOCK_CHECK_KERNEL)
+
 # checkpatch --strict and sparse on every kernel C file we own.
 lint: $(KERNEL_BASE)
 	tests/vm/lint $(B)
 
 # The integration tests of make check: everything on the UML kernels but
-# the further lanes' runs (lane_extra), and of the x86-64 lane the races
-# and a provoked warning (x86_check; pytest.ini); not the packages'
-# install test in a throwaway root (deb_root: make deb-test).
-CHECK_MARKS := (not lane_extra and not x86 and not deb_root) or x86_check
+# the further lanes' runs (lane_extra), of the x86-64 lane the races and a
+# provoked warning (x86_check), and the dm guest scripts on Debian 12's
+# default kernel (stock_check; pytest.ini); not the packages' install test
+# in a throwaway root (deb_root: make deb-test).
+CHECK_MARKS := (not lane_extra and not x86 and not stock and not deb_root) or x86_check or stock_check
 
 # pytest on the tests marked $(1), then the test VMs that cost the most
 # host CPU (tests/vm/vm-cost), passed or not: CI's time is the CPU's.
@@ -125,7 +138,7 @@ define run-pytest
 	status=$$?; tests/vm/vm-cost --top 15 || true; exit $$status
 endef
 
-integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG)
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG) stock-kernel-check
 	@tests/vm/install-deps
 	$(call run-pytest,$(CHECK_MARKS))
 
@@ -139,6 +152,13 @@ check-x86: kunit-x86 $(KERNEL_X86_DEBUG)
 	$(call run-pytest,x86)
 	@echo "make check-x86: all passed"
 
+# The dm guest scripts on each of Debian's kernels (STOCK_KERNELS), with
+# dm-totalcow.ko as DKMS would build it (issue 36).
+check-stock: stock-kernels
+	@tests/vm/install-deps
+	$(call run-pytest,stock)
+	@echo "make check-stock: all passed"
+
 # make check plus everything it leaves out: the x86-64 lane, the
 # preemptible UML kernel's longer runs and the packages' install test.
 check-lanes: check check-x86 deb-test
@@ -149,8 +169,8 @@ check-lanes: check check-x86 deb-test
 # not marked slow (pytest.ini); `make check` runs everything.
 check-quick: kernel lint kunit
 	@tests/vm/install-deps
-	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow and not x86 and not lane_extra" $(PYTEST_ARGS) tests
-	@echo "make check-quick: passed (slow tests and the x86-64 lane skipped; make check runs them)"
+	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "not slow and not x86 and not stock and not lane_extra" $(PYTEST_ARGS) tests
+	@echo "make check-quick: passed (slow tests, the x86-64 and stock lanes skipped; make check runs them)"
 
 # The demo writes its run under $(B)/demo/ and prints it; bench-demo
 # records it in bench/results/ (committed) and regenerates the READMEs.

@@ -21,21 +21,32 @@ RUNNER = os.path.join(TOP, "tests", "vm", "run")
 #   preempt  the same with CONFIG_PREEMPT (make kernel-preempt)
 #   x86      x86-64 debug (same checks), SMP, CONFIG_PREEMPT, in QEMU on 2
 #            CPUs: real parallelism; under TCG several times slower
+#   stock-K  Debian's own, unpatched kernel K (tests/vm/fetch-stock-kernel:
+#            6.1, 6.12, 6.12-trixie, newest) with our dm-totalcow.ko, in
+#            QEMU on 2 CPUs: what a DKMS user runs; no debug checks
+#            beyond the kernel's own WARN/BUG/Oops
+STOCK_KERNELS = ("6.1", "6.12", "6.12-trixie", "newest")
+# The one `make check` runs: Debian 12's default kernel.
+STOCK_CHECK = "6.1"
 LANES = {
     "debug": {},
     "preempt": {"preempt": True},
     "x86": {"x86": True, "smp": 2},
+    **{f"stock-{k}": {"stock": k, "smp": 2} for k in STOCK_KERNELS},
 }
+STOCK_LANES = tuple(f"stock-{k}" for k in STOCK_KERNELS)
 
 
-def lanes(*names, extra=(), x86_check=False):
+def lanes(*names, extra=(), x86_check=False, stock_check=True):
     """Parametrize a test over the lanes NAMES (its argument "lane", to
     pass on as run_vm(..., **LANES[lane])). Runs on the x86-64 lane are
     marked x86, and x86_check too if X86_CHECK: `make check` runs those
     of the x86-64 lane (the races; CI time allows no more), `make
-    check-x86` all. The lanes in EXTRA are marked lane_extra: `make check`
-    leaves them out to keep CI within its time, `make check-lanes` runs
-    them (pytest.ini)."""
+    check-x86` all. Runs on a stock kernel are marked stock (`make
+    check-stock`), and the one on STOCK_CHECK's kernel stock_check too
+    (`make check`) unless not STOCK_CHECK. The lanes in EXTRA are marked
+    lane_extra: `make check` leaves them out to keep CI within its time,
+    `make check-lanes` runs them (pytest.ini)."""
     params = []
     for name in names:
         marks = []
@@ -43,6 +54,10 @@ def lanes(*names, extra=(), x86_check=False):
             marks += X86_MARKS
             if x86_check:
                 marks.append(pytest.mark.x86_check)
+        elif name in STOCK_LANES:
+            marks += STOCK_MARKS
+            if stock_check and LANES[name]["stock"] == STOCK_CHECK:
+                marks.append(pytest.mark.stock_check)
         if name in extra:
             marks.append(pytest.mark.lane_extra)
         params.append(pytest.param(name, id=name, marks=marks))
@@ -56,6 +71,9 @@ X86_TIMEOUT_SCALE = 2
 # them one after the other (--dist loadgroup), so that two QEMUs with 2
 # vCPUs each never share the 2 host cores a UML VM also needs.
 X86_MARKS = [pytest.mark.x86, pytest.mark.xdist_group("x86-lane")]
+# Tests on a stock kernel: marked stock, and in the same queue as the
+# x86-64 lane's: they are QEMU on 2 vCPUs too.
+STOCK_MARKS = [pytest.mark.stock, pytest.mark.xdist_group("x86-lane")]
 
 
 class VMResult:
@@ -89,33 +107,39 @@ class VMResult:
 
 def run_vm(script, *args, debug=True, disks=("2G",), mem=None, timeout=900,
            kunit=None, name=None, extra=(), disk_dir=None, preempt=False, x86=False,
-           smp=2, kcsan=False):
+           smp=2, kcsan=False, stock=None):
     """Run SCRIPT (relative to the repository) in a fresh VM; never raises on
     a failing guest: callers assert on .status and print .explain().
     PREEMPT: boot the preemptible debug UML kernel (make kernel-preempt)
     instead of the debug one.
     X86: boot the x86-64 kernel (make kernel-x86: SMP, CONFIG_PREEMPT) in
-    QEMU on SMP CPUs; KCSAN its KCSAN flavour. Under TCG a guest runs
-    several times slower than UML: TIMEOUT is the caller's to scale.
+    QEMU on SMP CPUs; KCSAN its KCSAN flavour. STOCK: boot Debian's kernel
+    of that name (tests/vm/fetch-stock-kernel; DEBUG does not apply) in
+    QEMU on SMP CPUs. Under TCG a guest runs several times slower than
+    UML: TIMEOUT is scaled here for both.
     DISK_DIR: where tests/vm/run makes (and afterwards deletes) the disk
     images; default the run's own directory.
     MEM: guest memory; default tests/vm/run's (4G in UML, 2G on x86-64,
     where kmemleak's closing scans of all of it are slow)."""
     os.makedirs(os.path.join(BUILD, "runs"), exist_ok=True)
-    lane = "-x86" if x86 or kcsan else ""
+    lane = f"-stock-{stock}" if stock else "-x86" if x86 or kcsan else ""
     if lane:
         timeout *= X86_TIMEOUT_SCALE
     outdir = tempfile.mkdtemp(prefix=f"{name or os.path.basename(script or 'kunit')}{lane}-",
                               dir=os.path.join(BUILD, "runs"))
     cmd = [RUNNER, "-q", "-o", outdir, "-t", str(timeout)] + (["-m", mem] if mem else [])
-    if x86 or kcsan:
-        cmd += ["--x86", "--smp", str(smp)]
-    if kcsan:
-        cmd.append("--kcsan")
-    elif preempt:
-        cmd.append("--preempt")
-    elif debug:
-        cmd.append("--debug")
+    if stock:
+        # Debian's kernel has no flavours to choose from.
+        cmd += ["--stock", stock, "--smp", str(smp)]
+    else:
+        if x86 or kcsan:
+            cmd += ["--x86", "--smp", str(smp)]
+        if kcsan:
+            cmd.append("--kcsan")
+        elif preempt:
+            cmd.append("--preempt")
+        elif debug:
+            cmd.append("--debug")
     for d in disks:
         cmd += ["-d", d]
     if disk_dir:

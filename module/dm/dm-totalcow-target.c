@@ -984,7 +984,7 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		ti->error = "Cannot allocate statistics";
 		goto bad_put;
 	}
-	tc->wq = alloc_workqueue("dm-totalcow", WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
+	tc->wq = alloc_workqueue("dm-totalcow", WQ_MEM_RECLAIM | WQ_HIGHPRI | TC_WQ_PERCPU, 0);
 	if (!tc->wq) {
 		ti->error = "Cannot allocate workqueue";
 		goto bad_percpu;

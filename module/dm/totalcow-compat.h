@@ -8,8 +8,10 @@
  * LINUX_VERSION_CODE, with the upstream change that made the difference.
  * No other file tests the kernel version.
  *
- * make modules builds the module W=1-clean against Debian's 6.1, 6.12 and
- * the newest of trixie-backports (7.3); see docs/dm-totalcow.rst.
+ * make modules builds the module W=1-clean against Debian's 6.1, 6.12
+ * (Debian 12's and 13's) and the newest of trixie-backports (7.3), and
+ * make check-stock runs the dm tests on those kernels; see
+ * docs/dm-totalcow.rst and docs/test-harness.md.
  */
 #ifndef TOTALCOW_COMPAT_H
 #define TOTALCOW_COMPAT_H
@@ -20,6 +22,7 @@
 #include <linux/shrinker.h>
 #include <linux/slab.h>
 #include <linux/version.h>
+#include <linux/workqueue.h>
 
 /*
  * 6.0 gave shrinkers a name (commit e33c267ab70d "mm: shrinkers: provide
@@ -42,6 +45,24 @@
 #define tc_alloc_pages_bulk(gfp, nr, pages) alloc_pages_bulk(gfp, nr, pages)
 #else
 #define tc_alloc_pages_bulk(gfp, nr, pages) alloc_pages_bulk_array(gfp, nr, pages)
+#endif
+
+/*
+ * The flag that asks alloc_workqueue() for a per-CPU workqueue, which is
+ * what no flag has always meant. Commit 930c2ea566af ("workqueue: Add new
+ * WQ_PERCPU flag", 6.17) began moving the default to unbound, and commit
+ * 21c05ca88a54 ("workqueue: Add warnings and ensure one among WQ_PERCPU or
+ * WQ_UNBOUND is present") WARNs about a workqueue that names neither
+ * (Debian's 7.3: the stock lane's runs failed on it). Stable 6.12 has the
+ * flag too (Debian's 6.12.107 and later; 6.1.192 does not): older kernels
+ * get 0, the same per-CPU workqueue.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0) || \
+	(LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 107) && \
+	 LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0))
+#define TC_WQ_PERCPU WQ_PERCPU
+#else
+#define TC_WQ_PERCPU 0
 #endif
 
 /*

@@ -3,6 +3,7 @@
 # changes nothing (status, table, whitelist and cached data stay as they
 # were).
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
+kernel_needs dm-totalcow
 
 sectors=$(blockdev --getsz /dev/$DISK0)
 dmesg -C

@@ -5,6 +5,7 @@
 # still cached and still right); a nodatacow file is overwritten in place,
 # buffered and with O_DIRECT, which must drop the cached blocks.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
+kernel_needs dm-totalcow btrfs
 
 tc_create tc /dev/$DISK0 cache_size 100%
 mkfs.btrfs -q -f -K /dev/mapper/tc >/dev/null 2>&1

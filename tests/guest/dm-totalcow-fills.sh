@@ -13,6 +13,7 @@
 #
 #   dm-totalcow-fills.sh [TRIES] [SECONDS]
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
+kernel_needs dm-totalcow dm-delay btrfs
 
 tries=${1:-300}
 seconds=${2:-20}

@@ -4,6 +4,7 @@
 # (dm-delay): a fill that starts while a delayed write is in flight reads
 # the old data, the case the writes-in-flight rule is for.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
+kernel_needs dm-totalcow dm-delay
 
 seconds=${1:-20}
 sectors=$(blockdev --getsz /dev/$DISK0)

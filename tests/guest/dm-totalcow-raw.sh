@@ -6,6 +6,7 @@
 # (drop_cache, clear_stats, cache_size, whitelist_del/clear) and the table
 # round trip are checked on the way.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
+kernel_needs dm-totalcow
 
 mib=16
 make_file /tmp/pattern $mib raw-pattern

@@ -3,6 +3,7 @@
 # cache allowed to grow to all of RAM and holding most of it, a tmpfs file
 # nearly as large as RAM must still fit, and the data stays right.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
+kernel_needs dm-totalcow
 
 mib=$1 pressure_mib=$2
 openssl enc -aes-128-ctr -nosalt -pass pass:shrink -pbkdf2 -iter 1 \

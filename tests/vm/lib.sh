@@ -104,6 +104,36 @@ policy_bytes() {
 	awk '$1 == "policy_bytes" { s += $2 } END { printf "%.0f\n", s }' "${stats[@]}"
 }
 
+# --- what the running kernel has ------------------------------------------
+
+# kernel_has PART: the running kernel has PART, built in or as a module,
+# which this loads if need be. PART is a device-mapper target by its
+# module's name (dm-totalcow, dm-delay, dm-flakey: the target's name after
+# "dm-") or a file system (btrfs). Our test kernels have all of them
+# built in, and this loads nothing there; Debian's kernels on the stock
+# lane have each as a module, and modprobe finds them, and our
+# dm-totalcow.ko, in the unpacked kernel's tree (tests/vm/stock-init).
+kernel_has() {
+	kernel_part_present "$1" ||
+		{ modprobe -q "$1" 2>/dev/null && kernel_part_present "$1"; }
+}
+kernel_part_present() {
+	case "$1" in
+	dm-*) dmsetup targets 2>/dev/null |
+		awk -v t="${1#dm-}" '$1 == t { f = 1 } END { exit !f }' ;;
+	*) awk -v fs="$1" '$NF == fs { f = 1 } END { exit !f }' /proc/filesystems ;;
+	esac
+}
+
+# kernel_needs PART...: what the script cannot run without (kernel_has
+# each), or stop, naming what is missing.
+kernel_needs() {
+	local part
+	for part in "$@"; do
+		kernel_has "$part" || die "the kernel ($(uname -r)) has no $part, built in or as a module"
+	done
+}
+
 # --- dm-totalcow ---------------------------------------------------------
 
 # tc_create NAME LOWER_DEV [OPT...]: a totalcow device over all of LOWER_DEV.
