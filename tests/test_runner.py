@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from vmrun import BUILD, LANES, RUNNER, TOP, lanes, run_vm
+from vmrun import BUILD, LANES, RUNNER, STOCK_CHECK, TOP, lanes, run_vm
 
 
 def load_runner():
@@ -155,6 +155,33 @@ def test_x86_lane_keeps_the_runners_contract():
     r = run_vm("tests/guest/exit-with.sh", "3", disks=(), timeout=300, x86=True,
                extra=("--no-kmemleak",))
     assert r.status == 3, r.explain()
+
+
+@pytest.mark.stock
+@pytest.mark.xdist_group("x86-lane")
+def test_stock_lane_keeps_the_runners_contract():
+    """The stock lane (Debian's 6.1 through its initramfs): the script's
+    exit status, scratch disks in order as $DISK0/$DISK1, files the guest
+    writes reach the host, the guest runs Debian's kernel on the CPUs
+    asked for, and loading our unsigned, out-of-tree module (a taint
+    message) is no splat."""
+    r = run_vm("tests/guest/write-disk.sh", disks=("64M", "1G"), timeout=300,
+               stock=STOCK_CHECK, smp=3)
+    assert r.status == 0, r.explain()
+    with open(r.path("disk-sizes")) as f:
+        assert f.read().split() == [str(64 << 20), str(1 << 30)]
+    with open(r.path("from-guest.txt")) as f:
+        assert f.read() == "guest was here\n"
+    with open(r.path("guest-kernel")) as f:
+        cpus, disks, version = f.read().split("\n")[:3]
+    assert cpus == "3" and disks == "vda vdb", (cpus, disks)
+    assert "Debian" in version and "totalcow" not in version, version
+    assert "Debian's" in r.stderr
+    r = run_vm("tests/guest/exit-with.sh", "3", disks=(), timeout=300, stock=STOCK_CHECK)
+    assert r.status == 3, r.explain()
+    r = run_vm("tests/guest/load-dm-totalcow.sh", disks=(), timeout=300, stock=STOCK_CHECK)
+    assert r.status == 0, r.explain()
+    assert "tainting kernel" in r.console, r.explain()
 
 
 @pytest.mark.x86
