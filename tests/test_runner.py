@@ -131,6 +131,21 @@ def test_kernel_warning_fails_a_successful_script(lane):
     assert "splat" in r.stderr
 
 
+def qemu_guest_checks(r):
+    """What write-disk.sh in a QEMU guest with --smp 3 and disks 64M, 1G
+    must leave: exit 0, the disks as vda, vdb in order and size, a file
+    written to the host, 3 CPUs. Returns the guest's kernel version."""
+    assert r.status == 0, r.explain()
+    with open(r.path("disk-sizes")) as f:
+        assert f.read().split() == [str(64 << 20), str(1 << 30)]
+    with open(r.path("from-guest.txt")) as f:
+        assert f.read() == "guest was here\n"
+    with open(r.path("guest-kernel")) as f:
+        cpus, disks, version = f.read().split("\n")[:3]
+    assert cpus == "3" and disks == "vda vdb", (cpus, disks)
+    return version
+
+
 @pytest.mark.x86
 @pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_keeps_the_runners_contract():
@@ -141,14 +156,7 @@ def test_x86_lane_keeps_the_runners_contract():
     which accelerator ran it."""
     r = run_vm("tests/guest/write-disk.sh", disks=("64M", "1G"), timeout=300, x86=True,
                smp=3, extra=("--no-kmemleak",))
-    assert r.status == 0, r.explain()
-    with open(r.path("disk-sizes")) as f:
-        assert f.read().split() == [str(64 << 20), str(1 << 30)]
-    with open(r.path("from-guest.txt")) as f:
-        assert f.read() == "guest was here\n"
-    with open(r.path("guest-kernel")) as f:
-        cpus, disks, version = f.read().split("\n")[:3]
-    assert cpus == "3" and disks == "vda vdb", (cpus, disks)
+    version = qemu_guest_checks(r)
     assert "SMP PREEMPT" in version and "-totalcow-x86-debug" in version, version
     assert os.path.getsize(r.path("dmesg.txt")) > 0
     assert "accelerator KVM" in r.stderr or "accelerator TCG (multi-threaded)" in r.stderr
@@ -167,14 +175,7 @@ def test_stock_lane_keeps_the_runners_contract():
     message) is no splat."""
     r = run_vm("tests/guest/write-disk.sh", disks=("64M", "1G"), timeout=300,
                stock=STOCK_CHECK, smp=3)
-    assert r.status == 0, r.explain()
-    with open(r.path("disk-sizes")) as f:
-        assert f.read().split() == [str(64 << 20), str(1 << 30)]
-    with open(r.path("from-guest.txt")) as f:
-        assert f.read() == "guest was here\n"
-    with open(r.path("guest-kernel")) as f:
-        cpus, disks, version = f.read().split("\n")[:3]
-    assert cpus == "3" and disks == "vda vdb", (cpus, disks)
+    version = qemu_guest_checks(r)
     assert "Debian" in version and "totalcow" not in version, version
     assert "Debian's" in r.stderr
     r = run_vm("tests/guest/exit-with.sh", "3", disks=(), timeout=300, stock=STOCK_CHECK)
