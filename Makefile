@@ -41,7 +41,8 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 .PHONY: all deps tree kernel kernel-base kernel-debug kernel-preempt kernel-trace kunit modules lint \
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
 	check-x86 check-lanes torture-x86 torture-kcsan stock-kernels stock-kernel-check check-stock \
-	integration check check-quick demo bench-demo bench bench-dm-overhead bench-registration bench-fig4 \
+	integration check check-quick demo bench-demo bench bench-dm-overhead bench-dm-cgroups \
+	bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
 
@@ -190,6 +191,12 @@ bench-dm-overhead: $(KERNEL_BASE)
 	$(PYTHON) bench/dm-overhead --cpu $$(($$(nproc) - 1))
 	$(PYTHON) bench/readme
 
+# The dm layer alone, N = 2..64 readers in I/O cgroups of their own, with and
+# without io.max on one of them (issue 33), both disk models.
+bench-dm-cgroups: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/dm-cgroups --btrfs
+
 # Template registration: a 100k-file tree, and kernel memory per extent.
 bench-registration: $(KERNEL_BASE)
 	@tests/vm/install-deps
@@ -263,7 +270,8 @@ torture-kcsan: $(KERNEL_X86_KCSAN)
 bench-goals:
 	$(PYTHON) bench/goals
 
-bench: bench-demo bench-dm-overhead bench-registration bench-fig4 bench-fig5-8 bench-write-phases \
+bench: bench-demo bench-dm-overhead bench-dm-cgroups bench-registration bench-fig4 bench-fig5-8 \
+	bench-write-phases \
 	bench-share-cost bench-resolve-cost bench-share-scale bench-fleet
 	$(PYTHON) bench/goals
 

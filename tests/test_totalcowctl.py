@@ -85,14 +85,17 @@ def test_dmsetup_status_of_every_target_version():
     v10 = status_line("a", 1, 2, 3, 4, 5, 6, "7/8", 9, 10, 11)
     v11 = status_line("b", 1, 2, 3, 4, 5, 6, "7/8", 9, 10, 11, 12, 13)
     v12 = status_line("c", 1, 2, 3, 4, 5, 6, "7/8", 9, 10, 11, 12, 13, 14)
+    v13 = status_line("e", 1, 2, 3, 4, 5, 6, "7/8", 9, 10, 11, 12, 13, 14, 4242, "pinned")
     bad = status_line("d", 1, 2, 3)
-    got = dmsetup.parse_status("\n".join((v10, v11, v12, bad)))
-    assert [d["name"] for d in got] == ["a", "b", "c"]
-    a, b, c = got
+    got = dmsetup.parse_status("\n".join((v10, v11, v12, bad, v13)))
+    assert [d["name"] for d in got] == ["a", "b", "c", "e"]
+    a, b, c, e = got
     assert (a["hits"], a["templates"], a["waited"], a["requeued"], a["readahead"]) == \
         (1, 11, 0, 0, 0)
     assert (b["waited"], b["requeued"], b["readahead"]) == (12, 13, 0)
     assert (c["cached_blocks"], c["capacity_blocks"], c["readahead"]) == (7, 8, 14)
+    assert (c["fleet_cgroup"], c["fleet_mode"]) == (0, "auto")
+    assert (e["readahead"], e["fleet_cgroup"], e["fleet_mode"]) == (14, 4242, "pinned")
 
 
 def test_find_chunk_maps_each_logical_address_to_its_chunk():

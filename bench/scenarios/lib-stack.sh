@@ -47,10 +47,20 @@ disk_model() {
 		mkdir -p /sys/fs/cgroup/disk-model
 		echo "$(cat "/sys/block/$disk/dev") rbps=$((mbps * 1000000)) wbps=$((mbps * 1000000))" \
 			> /sys/fs/cgroup/disk-model/io.max
-		# $$ is the script itself (this runs in a command substitution).
-		echo $$ > /sys/fs/cgroup/disk-model/cgroup.procs
+		# Readers may get I/O cgroups of their own below the model's
+		# (cgroup-read), so the script lives in a leaf of it, "main" ($$ is
+		# the script itself: this runs in a command substitution).
+		echo +io > /sys/fs/cgroup/disk-model/cgroup.subtree_control
+		mkdir -p /sys/fs/cgroup/disk-model/main
+		echo $$ > /sys/fs/cgroup/disk-model/main/cgroup.procs
 	fi
 	echo "$lower"
+}
+
+# disk_model_cg: the model's cgroup (the directory under /sys/fs/cgroup)
+# while a bandwidth model is on, else empty.
+disk_model_cg() {
+	[ ! -d /sys/fs/cgroup/disk-model ] || echo disk-model
 }
 
 # disk_model_off DISK: remove what disk_model set up (devices above it first).
@@ -75,7 +85,15 @@ stack_create() {
 	linear) dmsetup create "$name" --table "0 $len linear $lower $start" ;;
 	totalcow)
 		[ "$start" = 0 ] || die "stack_create: totalcow spans its whole device"
-		tc_create "$name" "$lower" cache_size 100% ;;
+		tc_create "$name" "$lower" cache_size 100%
+		# Under a bandwidth model every fill is the model's to charge
+		# (docs/dm-totalcow.rst, "I/O cgroups"): a check run unthrottled
+		# must not make later fills bypass it. Older targets lack the
+		# message and charged fills to the reader, which is in the model.
+		if [ -n "$(disk_model_cg)" ]; then
+			dmsetup message "$name" 0 fleet_cgroup "/$(disk_model_cg)" 2>/dev/null ||
+				echo "stack_create: $name: no fleet_cgroup message (target before 1.3)" >&2
+		fi ;;
 	*) die "unknown target '$target' (linear, totalcow)" ;;
 	esac
 }

@@ -51,6 +51,7 @@
 
 #include "dm-totalcow.h"
 #include "totalcow-cache.h"
+#include "totalcow-cgroup.h"
 #include "totalcow-compat.h"
 #include "totalcow-parse.h"
 #include "totalcow-whitelist.h"
@@ -73,6 +74,7 @@ struct totalcow_c {
 	struct shrinker *shrinker;
 	u64 __percpu *bypassed;
 	struct workqueue_struct *wq;	/* bios that waited for a fill */
+	struct tc_fleet fleet;		/* the I/O cgroup fills are charged to */
 
 	struct tc_size size;
 	bool size_given;		/* for STATUSTYPE_TABLE */
@@ -113,6 +115,7 @@ struct tc_io {
 struct tc_fill_io {
 	struct tc_fill fill;
 	struct totalcow_c *tc;
+	struct cgroup_subsys_state *css;	/* charged to; fill.domain */
 	struct bio *owner;
 	struct bio_list served, requeue;	/* waiters, after completion */
 	struct work_struct work;
@@ -394,6 +397,8 @@ static void totalcow_fill_free(struct tc_fill_io *fio, unsigned int nr_pages)
 {
 	while (nr_pages)
 		put_page(fio->fill.pages[--nr_pages]);
+	if (fio->css)
+		css_put(fio->css);
 	kmem_cache_free(tc_fill_cache, fio);
 }
 
@@ -471,7 +476,7 @@ static void totalcow_fill_endio(struct bio *bio)
  * The I/O cgroup @bio is throttled in. DM core's clones carry no
  * association until they are remapped: make the one the remap would.
  */
-static const void *totalcow_domain(struct bio *bio)
+static struct cgroup_subsys_state *totalcow_domain(struct bio *bio)
 {
 	if (!bio_blkcg_css(bio))
 		bio_associate_blkg(bio);
@@ -488,13 +493,16 @@ static const void *totalcow_domain(struct bio *bio)
  * meanwhile, a write started) sends @bio to the origin without a fill.
  */
 /*
- * A fill of up to @nr absent blocks from @blk read in @domain: allocate its
- * pages and claim the blocks. NULL if there is no memory or nothing could
- * be claimed (blocks claimed meanwhile, a write started, or anything
- * changed since @seq).
+ * A fill of up to @nr absent blocks from @blk for a reader in I/O cgroup
+ * @reader: allocate its pages and claim the blocks. It is charged to the
+ * fleet's cgroup (totalcow-cgroup.c), which readers of that cgroup and
+ * below may wait for. NULL if there is no memory or nothing could be
+ * claimed (blocks claimed meanwhile, a write started, or anything changed
+ * since @seq).
  */
 static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
-					      gfp_t gfp, const void *domain,
+					      gfp_t gfp,
+					      struct cgroup_subsys_state *reader,
 					      unsigned long blk,
 					      unsigned int nr,
 					      unsigned long seq, bool *lost)
@@ -508,7 +516,9 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 	fio = kmem_cache_alloc(tc_fill_cache, gfp);
 	if (!fio)
 		return NULL;
-	fio->fill.domain = domain;
+	/* Before the claim: waiters look at fill.domain from then on. */
+	fio->css = tc_fleet_get(&tc->fleet, reader);
+	fio->fill.domain = fio->css;
 	/* The bulk allocator fills the NULL slots, from the first. */
 	memset(fio->fill.pages, 0, nr * sizeof(fio->fill.pages[0]));
 	i = tc_alloc_pages_bulk(gfp, nr, fio->fill.pages);
@@ -527,7 +537,10 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 	return fio;
 }
 
-/* The origin read of @fio's claimed blocks, not yet submitted. */
+/*
+ * The origin read of @fio's claimed blocks, charged to the cgroup the fill
+ * is (totalcow_fill_alloc()); not yet submitted.
+ */
 static void totalcow_fill_bio(struct tc_fill_io *fio, blk_opf_t opf,
 			      unsigned short ioprio)
 {
@@ -535,6 +548,8 @@ static void totalcow_fill_bio(struct tc_fill_io *fio, blk_opf_t opf,
 
 	bio_init(&fio->bio, fio->tc->origin->bdev, fio->bvecs, fio->fill.nr,
 		 REQ_OP_READ | opf);
+	if (fio->css)
+		bio_associate_blkg_from_css(&fio->bio, fio->css);
 	fio->bio.bi_iter.bi_sector = (sector_t)fio->fill.blk << TC_BLOCK_SHIFT;
 	fio->bio.bi_ioprio = ioprio;
 	fio->bio.bi_end_io = totalcow_fill_endio;
@@ -552,7 +567,6 @@ static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 	struct tc_fill_io *fio;
 	bool lost;
 
-	/* Its bio is throttled as @bio; only bios of that cgroup wait for it. */
 	fio = totalcow_fill_alloc(tc, gfp, totalcow_domain(bio), blk, nr, seq,
 				  &lost);
 	if (!fio)
@@ -561,7 +575,6 @@ static int totalcow_fill(struct totalcow_c *tc, struct bio *bio,
 	totalcow_trim(bio, (sector_t)fio->fill.nr << TC_BLOCK_SHIFT);
 	fio->owner = bio;
 	totalcow_fill_bio(fio, bio->bi_opf & TC_FILL_OPF, bio->bi_ioprio);
-	bio_clone_blkg_association(&fio->bio, bio);
 	submit_bio_noacct(&fio->bio);
 	return DM_MAPIO_SUBMITTED;
 }
@@ -672,8 +685,6 @@ static void totalcow_readahead(struct totalcow_c *tc,
 			count = fio->fill.nr;
 			atomic64_add(count, &tc->readahead);
 			totalcow_fill_bio(fio, REQ_RAHEAD, ioprio);
-			if (css)
-				bio_associate_blkg_from_css(&fio->bio, css);
 			submit_bio_noacct(&fio->bio);
 			break;
 		case TC_RUN_BUSY:
@@ -757,7 +768,7 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 	ra = totalcow_ra_window(tc, blk, count, kind, &ra_start);
 	if (ra) {
 		/* @bio may be completed below: keep what readahead needs. */
-		css = (struct cgroup_subsys_state *)totalcow_domain(bio);
+		css = totalcow_domain(bio);
 		if (css)
 			css_get(css);
 		ioprio = bio->bi_ioprio;
@@ -991,6 +1002,8 @@ static int totalcow_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	init_waitqueue_head(&tc->drain_wq);
 	tc_cache_init(&tc->cache, totalcow_capacity(tc));
+	tc->cache.may_wait = tc_cg_may_wait;
+	tc_fleet_init(&tc->fleet);
 	tc_cache_set_admit(&tc->cache, tc->admit);
 	tc_wl_init(&tc->wl);
 	tc->devt = disk_devt(dm_disk(dm_table_get_md(ti->table)));
@@ -1056,6 +1069,7 @@ static void totalcow_dtr(struct dm_target *ti)
 	destroy_workqueue(tc->wq);
 	tc_wl_destroy(&tc->wl);
 	tc_cache_destroy(&tc->cache);
+	tc_fleet_destroy(&tc->fleet);
 	free_percpu(tc->bypassed);
 	dm_put_device(ti, tc->origin);
 	kfree(tc);
@@ -1125,6 +1139,8 @@ static void totalcow_status(struct dm_target *ti, status_type_t type,
 	unsigned int extents = 0, templates;
 	sector_t sectors = 0;
 	unsigned int sz = 0;
+	bool pinned;
+	u64 fleet;
 
 	switch (type) {
 	case STATUSTYPE_INFO:
@@ -1137,12 +1153,14 @@ static void totalcow_status(struct dm_target *ti, status_type_t type,
 		}
 		rcu_read_unlock();
 		templates = READ_ONCE(tc->wl.nr_tags);
-		DMEMIT("%llu %llu %llu %llu %llu %llu %lu/%lu %u %llu %u %llu %llu %lld",
+		fleet = tc_fleet_id(&tc->fleet, &pinned);
+		DMEMIT("%llu %llu %llu %llu %llu %llu %lu/%lu %u %llu %u %llu %llu %lld %llu %s",
 		       st.hits, st.misses, totalcow_bypassed(tc), st.fills,
 		       st.evictions, st.invalidations, cached, capacity,
 		       extents, (unsigned long long)sectors, templates,
 		       st.waited, st.requeued,
-		       (long long)atomic64_read(&tc->readahead));
+		       (long long)atomic64_read(&tc->readahead), fleet,
+		       pinned ? "pinned" : "auto");
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s", tc->origin->name);
@@ -1221,6 +1239,7 @@ out:
  *   readahead <KiB>
  *   drop_cache
  *   clear_stats
+ *   fleet_cgroup <cgroup v2 path>|auto
  */
 static int totalcow_message(struct dm_target *ti, unsigned int argc,
 			    char **argv, char *result, unsigned int maxlen)
@@ -1291,6 +1310,21 @@ static int totalcow_message(struct dm_target *ti, unsigned int argc,
 		tc_cache_forget_ghosts(&tc->cache);
 		return 0;
 	}
+	if (!strcasecmp(argv[0], "fleet_cgroup")) {
+		int ret;
+
+		if (argc != 2)
+			goto bad_args;
+		if (!strcasecmp(argv[1], "auto")) {
+			tc_fleet_set(&tc->fleet, NULL);
+			return 0;
+		}
+		ret = tc_fleet_pin_path(&tc->fleet, argv[1]);
+		if (ret)
+			DMERR("fleet_cgroup: '%s' is not auto or a cgroup v2 path from / (%d)",
+			      argv[1], ret);
+		return ret == -EOPNOTSUPP ? ret : ret ? -EINVAL : 0;
+	}
 	if (!strcasecmp(argv[0], "clear_stats")) {
 		int cpu;
 
@@ -1323,7 +1357,7 @@ static int totalcow_iterate_devices(struct dm_target *ti,
 
 static struct target_type totalcow_target = {
 	.name = "totalcow",
-	.version = {1, 2, 0},
+	.version = {1, 3, 0},
 	.module = THIS_MODULE,
 	.ctr = totalcow_ctr,
 	.dtr = totalcow_dtr,

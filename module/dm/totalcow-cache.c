@@ -27,6 +27,7 @@ void tc_cache_init(struct tc_cache *c, unsigned long capacity)
 	c->admit = TC_ADMIT_FIRST;
 	xa_init_flags(&c->ghosts, XA_FLAGS_LOCK_IRQ);
 	c->nr_ghosts = 0;
+	c->may_wait = NULL;
 }
 
 /* No fills are in flight (the target is being destroyed). */
@@ -198,10 +199,11 @@ unsigned int tc_cache_begin_fill(struct tc_cache *c, struct tc_fill *f,
 
 /*
  * Queue @bio, which reads the @nr blocks from @blk in @domain, on the fill
- * that is reading all of them in the same domain. False if no such fill is
- * in flight (it completed, a write dropped its blocks, or it reads for
- * another domain): the caller reads the origin itself. The fill's
- * completion serves or requeues the bio.
+ * that is reading all of them, if the waiting rule (@c->may_wait) lets a
+ * reader in @domain wait for it. False if no such fill is in flight (it
+ * completed, a write dropped its blocks, or the rule says no): the caller
+ * reads the origin itself. The fill's completion serves or requeues the
+ * bio.
  */
 bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
 		   const void *domain, struct bio *bio)
@@ -213,7 +215,7 @@ bool tc_cache_wait(struct tc_cache *c, unsigned long blk, unsigned int nr,
 
 	xa_lock_irqsave(&c->blocks, flags);
 	fill = tc_filling(c, blk);
-	if (fill && fill->domain != domain)
+	if (fill && c->may_wait && !c->may_wait(fill->domain, domain))
 		fill = NULL;
 	for (i = 1; fill && i < nr; i++)
 		if (tc_filling(c, blk + i) != fill)

@@ -42,10 +42,9 @@ enum tc_run {
  * the cache). While it is in flight its pages sit in the cache marked
  * TC_PENDING with page_private() pointing to the fill, and reads of those
  * blocks queue their bios on @waiters instead of reading the origin
- * again, if they read in the same @domain (the target passes the I/O
- * cgroup the fill's bio is throttled in: a reader must not be made to wait
- * at another cgroup's rate). @waiters and the pending entries are under
- * the cache's lock.
+ * again, if the cache's waiting rule lets a reader of theirs wait for a
+ * fill read in @domain (struct tc_cache, @may_wait; the target passes I/O
+ * cgroups). @waiters and the pending entries are under the cache's lock.
  */
 struct tc_fill {
 	const void *domain;
@@ -99,6 +98,13 @@ struct tc_cache {
 	enum tc_admit admit;
 	struct xarray ghosts;
 	unsigned long nr_ghosts;
+	/*
+	 * The waiting rule: whether a reader in domain @reader may wait for
+	 * a fill read in domain @fill. Called under the cache's lock, with
+	 * interrupts off: it must not sleep and must take constant time.
+	 * NULL: any reader waits for any fill.
+	 */
+	bool (*may_wait)(const void *fill, const void *reader);
 };
 
 #define TC_PENDING XA_MARK_0

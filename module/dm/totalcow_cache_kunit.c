@@ -264,24 +264,62 @@ static void tc_cache_lost_claim_looks_again_and_waits(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, c->stats.fills, 4);
 }
 
-/* A reader never waits for a fill that reads in another domain (cgroup). */
-static void tc_cache_wait_needs_the_same_domain(struct kunit *test)
+/* Domains of a fake hierarchy for the waiting rule's tests. */
+struct tc_test_domain {
+	const struct tc_test_domain *parent;
+};
+
+/* The target's rule, on the fake hierarchy: @fill is @reader or above it. */
+static bool tc_test_may_wait(const void *fill, const void *reader)
 {
+	const struct tc_test_domain *d;
+
+	for (d = reader; d; d = d->parent)
+		if (d == fill)
+			return true;
+	return false;
+}
+
+/*
+ * The cache applies the waiting rule it is given: a reader waits for a
+ * fill of its own domain or of an ancestor, never for one of a sibling
+ * or of a descendant (the target passes I/O cgroups).
+ */
+static void tc_cache_wait_follows_the_rule(struct kunit *test)
+{
+	static const struct tc_test_domain root, a = { &root }, b = { &root },
+					     a1 = { &a };
 	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
 	struct tc_cache *c = tc_test_cache(test, 100);
-	static int mine, theirs;
 	struct tc_fill *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
+	struct tc_fill *g = kunit_kzalloc(test, sizeof(*g), GFP_KERNEL);
+	unsigned int n;
 
 	KUNIT_ASSERT_NOT_NULL(test, f);
+	KUNIT_ASSERT_NOT_NULL(test, g);
+	c->may_wait = tc_test_may_wait;
 	tc_test_pages(test, f->pages, 2, 7);
-	f->domain = &mine;
+	f->domain = &a;
 	KUNIT_ASSERT_EQ(test, tc_cache_begin_fill(c, f, 0, 2, tc_cache_seq(c)), 2);
-	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 0, 2, &theirs, tc_test_bio(test, 2)));
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 0, 2, &b, tc_test_bio(test, 2)));
+	KUNIT_EXPECT_FALSE(test, tc_cache_wait(c, 0, 1, &root, tc_test_bio(test, 1)));
 	KUNIT_EXPECT_EQ(test, c->stats.waited, 0);
-	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 1, &mine, tc_test_bio(test, 1)));
-	KUNIT_EXPECT_EQ(test, c->stats.waited, 1);
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 1, 1, &a, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 0, 2, &a1, tc_test_bio(test, 2)));
+	KUNIT_EXPECT_EQ(test, c->stats.waited, 3);
 	KUNIT_EXPECT_TRUE(test, tc_test_end(c, f, true, &served, &requeue));
-	KUNIT_EXPECT_NOT_NULL(test, bio_list_pop(&served));
+	for (n = 0; bio_list_pop(&served); n++)
+		;
+	KUNIT_EXPECT_EQ(test, n, 2);
+
+	/* A fill of the root: everybody waits. */
+	tc_test_pages(test, g->pages, 1, 9);
+	g->domain = &root;
+	KUNIT_ASSERT_EQ(test, tc_cache_begin_fill(c, g, 5, 1, tc_cache_seq(c)), 1);
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 5, 1, &b, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 5, 1, &a1, tc_test_bio(test, 1)));
+	KUNIT_EXPECT_TRUE(test, tc_test_end(c, g, true, &served, &requeue));
+	KUNIT_EXPECT_EQ(test, c->stats.waited, 5);
 }
 
 /* A wait covers blocks of one fill in flight, or nothing. */
@@ -581,7 +619,7 @@ static struct kunit_case tc_cache_test_cases[] = {
 	KUNIT_CASE(tc_cache_concurrent_miss_waits_for_the_fill),
 	KUNIT_CASE(tc_cache_lost_claim_looks_again_and_waits),
 	KUNIT_CASE(tc_cache_wait_needs_one_fill),
-	KUNIT_CASE(tc_cache_wait_needs_the_same_domain),
+	KUNIT_CASE(tc_cache_wait_follows_the_rule),
 	KUNIT_CASE(tc_cache_fill_racing_write_is_dropped),
 	KUNIT_CASE(tc_cache_invalidate_requeues_waiters),
 	KUNIT_CASE(tc_cache_large_drops_are_batched),

@@ -105,6 +105,10 @@ bad_messages=(
 	"readahead 1M"
 	"readahead 4 8"
 	"clear_stats all"
+	"fleet_cgroup"
+	"fleet_cgroup machine.slice"
+	"fleet_cgroup /no/such/cgroup"
+	"fleet_cgroup / auto"
 )
 for msg in "${bad_messages[@]}"; do
 	# shellcheck disable=SC2086
@@ -119,6 +123,13 @@ n=$(dmesg | grep -c "totalcow: ")
 dmesg | grep "totalcow: " | head -n 40
 cmp <(dd if=/dev/mapper/tc bs=64k count=64 iflag=direct status=none) /tmp/pattern ||
 	die "data wrong after bad messages"
+# The fleet's I/O cgroup: pinned to a directory (the status gives its id,
+# which is its inode number in cgroup2fs), then auto again.
+dmsetup message tc 0 fleet_cgroup / || die "fleet_cgroup / refused"
+fleet=$(dmsetup status tc | awk '{ print $17, $18 }')
+[ "$fleet" = "$(stat -c %i /sys/fs/cgroup) pinned" ] || die "fleet_cgroup /: status says '$fleet'"
+dmsetup message tc 0 fleet_cgroup auto || die "fleet_cgroup auto refused"
+[ "$(dmsetup status tc | awk '{ print $17, $18 }')" = "0 auto" ] || die "fleet_cgroup auto: $(dmsetup status tc)"
 
 dmsetup remove tc
 

@@ -126,3 +126,24 @@ def test_a_stuck_write_blocks_only_its_own_device_and_adds_are_killable(lane):
     # dm-totalcow.ko has no sysfs layer: the script says what it skipped.
     skipped = "stuck-write: SKIPPED: sysfs" in r.console
     assert skipped == (lane in STOCK_LANES), r.explain()
+
+
+@CONCURRENT_AND_STOCK
+def test_readers_in_cgroups_of_their_own_share_fills_and_limits_stall_nobody(lane):
+    """Issue 33: 2, 8 and 16 concurrent readers of a cold 16 MiB range,
+    each in an I/O cgroup of its own, read it from the disk once (was
+    1.3-2x: readers waited only for fills of their own cgroup); io.max on
+    the totalcow device for one of four: the others finish, the range read
+    once, before it has read a tenth; io.max on the origin for a reader
+    that claimed the whole range: the others wait for its fills, charged
+    to the fleet's cgroup, and finish within the time the limit would
+    take for a tenth; a fill charged to another subtree's throttled cgroup
+    is not waited for. Fails if readers wait for every fill whatever holds
+    it (3 and 4 stall) and on the old rule (1-3 read more)."""
+    r = passed(run_vm("tests/guest/dm-totalcow-cgroups.sh", disks=("64M",),
+                      timeout=900, **LANES[lane]))
+    rounds = re.findall(r"^cgroups: (\d+) readers in \d+ cgroups read the range ([\d.]+)x",
+                        r.console, re.M)
+    assert [n for n, _ in rounds] == ["2", "8", "16"], r.explain()
+    assert all(float(x) <= 1.01 for _, x in rounds), rounds
+    assert "cgroups: passed" in r.console, r.explain()

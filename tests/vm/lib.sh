@@ -174,7 +174,7 @@ tc_register() {
 
 # tc_stat NAME FIELD: one STATUSTYPE_INFO field of totalcow device NAME:
 # hits misses bypassed fills evictions invalidations cached capacity
-# extents sectors templates waited requeued.
+# extents sectors templates waited requeued readahead fleet fleet_mode.
 tc_stat() {
 	dmsetup status "$1" | awk -v f="$2" '{
 		split($10, c, "/")
@@ -183,6 +183,7 @@ tc_stat() {
 		v["cached"] = c[1]; v["capacity"] = c[2]; v["extents"] = $11
 		v["sectors"] = $12; v["templates"] = $13
 		v["waited"] = $14; v["requeued"] = $15; v["readahead"] = $16
+		v["fleet"] = $17; v["fleet_mode"] = $18
 		if (!(f in v)) exit 1
 		print v[f]
 	}' || die "tc_stat: no field '$2'"

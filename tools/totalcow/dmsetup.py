@@ -12,9 +12,13 @@ from .walker import devname
 
 STATUS_FIELDS = ("hits", "misses", "bypassed", "fills", "evictions", "invalidations",
                  "cached_capacity", "whitelist_extents", "whitelist_sectors", "templates",
-                 "waited", "requeued", "readahead")
-# Older targets print fewer fields: 1.0 up to "templates", 1.1 up to "requeued".
-STATUS_FIELD_COUNTS = (10, 12, len(STATUS_FIELDS))
+                 "waited", "requeued", "readahead", "fleet_cgroup", "fleet_mode")
+# Older targets print fewer fields: 1.0 up to "templates", 1.1 up to
+# "requeued", 1.2 up to "readahead". 1.3 adds the id of the I/O cgroup fills
+# are charged to (0: none yet) and "auto" or "pinned".
+STATUS_FIELD_COUNTS = (10, 12, 13, len(STATUS_FIELDS))
+# The fields that are not numbers.
+STATUS_WORDS = {"fleet_mode": "auto"}
 
 SYS_DEV_BLOCK = "/sys/dev/block"  # <major>:<minor>/dm/name of device-mapper devices
 # Bytes of "<start> <length>" pairs per dmsetup message: far below the
@@ -33,9 +37,10 @@ def parse_status(text):
         if len(f) - 3 not in STATUS_FIELD_COUNTS:
             continue
         d = dict.fromkeys(STATUS_FIELDS, "0")
+        d.update(STATUS_WORDS)
         d.update(zip(STATUS_FIELDS, f[3:]))
         cached, capacity = d.pop("cached_capacity").split("/")
-        d = {k: int(v) for k, v in d.items()}
+        d = {k: v if k in STATUS_WORDS else int(v) for k, v in d.items()}
         d.update(name=name, cached_blocks=int(cached), capacity_blocks=int(capacity))
         devices.append(d)
     return devices
