@@ -61,10 +61,13 @@ $(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare
 	tests/vm/prepare-tree $(B)
 	@touch $@
 
-kernel: kernel-base kernel-debug kernel-preempt
+# The base kernel is preemptible (CONFIG_PREEMPT: races whose window holds
+# no sleep), the debug one is not: make check's "preempt" lane is the base
+# kernel (docs/test-harness.md).
+kernel: kernel-base kernel-debug
 kernel-base: $(KERNEL_BASE)
 kernel-debug: $(KERNEL_DEBUG)
-# The debug kernel with CONFIG_PREEMPT: races whose window holds no sleep.
+# The debug kernel with CONFIG_PREEMPT, by hand (tests/vm/run --preempt).
 kernel-preempt: $(KERNEL_PREEMPT)
 # The base kernel with block tracepoints, for bench-write-phases only.
 kernel-trace: $(KERNEL_TRACE)
@@ -139,7 +142,7 @@ define run-pytest
 	status=$$?; tests/vm/vm-cost --top 15 || true; exit $$status
 endef
 
-integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_PREEMPT) $(KERNEL_X86_DEBUG) stock-kernel-check
+integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_X86_DEBUG) stock-kernel-check
 	@tests/vm/install-deps
 	$(call run-pytest,$(CHECK_MARKS))
 

@@ -18,7 +18,10 @@ RUNNER = os.path.join(TOP, "tests", "vm", "run")
 # run_vm() keyword arguments:
 #   debug    User-Mode Linux, lockdep, KASAN, DEBUG_VM, kmemleak: one CPU,
 #            no preemption, fast
-#   preempt  the same with CONFIG_PREEMPT (make kernel-preempt)
+#   preempt  User-Mode Linux with CONFIG_PREEMPT: the base kernel, which is
+#            preemptible and has no debug option (the races and issue 32's
+#            holes; on the debug kernel preemption doubled every test's
+#            host CPU, docs/test-harness.md)
 #   x86      x86-64 debug (same checks), SMP, CONFIG_PREEMPT, in QEMU on 2
 #            CPUs: real parallelism; under TCG several times slower
 #   stock-K  Debian's own, unpatched kernel K (tests/vm/fetch-stock-kernel:
@@ -110,8 +113,9 @@ def run_vm(script, *args, debug=True, disks=("2G",), mem=None, timeout=900,
            smp=2, kcsan=False, stock=None):
     """Run SCRIPT (relative to the repository) in a fresh VM; never raises on
     a failing guest: callers assert on .status and print .explain().
-    PREEMPT: boot the preemptible debug UML kernel (make kernel-preempt)
-    instead of the debug one.
+    PREEMPT: boot the preemptible UML kernel, the base one (DEBUG does
+    not apply; tests/vm/run --preempt boots the preemptible debug kernel
+    of make kernel-preempt, which no lane uses).
     X86: boot the x86-64 kernel (make kernel-x86: SMP, CONFIG_PREEMPT) in
     QEMU on SMP CPUs; KCSAN its KCSAN flavour. STOCK: boot Debian's kernel
     of that name (tests/vm/fetch-stock-kernel; DEBUG does not apply) in
@@ -137,7 +141,7 @@ def run_vm(script, *args, debug=True, disks=("2G",), mem=None, timeout=900,
         if kcsan:
             cmd.append("--kcsan")
         elif preempt:
-            cmd.append("--preempt")
+            pass
         elif debug:
             cmd.append("--debug")
     for d in disks:

@@ -1,6 +1,6 @@
 """Page-cache sharing among snapshots (layer 2, mm-patches/0002 and
 module/share/totalcow-share.c), in the debug UML kernel, again in the
-preemptible one (CONFIG_PREEMPT, `make kernel-preempt`): UML runs one CPU,
+preemptible one (CONFIG_PREEMPT: the base kernel): UML runs one CPU,
 and only preemption lets a second thread run inside a window that holds no
 sleep, as it can on every kernel users run (issue 32); and on the x86-64
 lane (SMP and preemptible, in QEMU: issue 35), where the threads of a race
@@ -13,19 +13,25 @@ import pytest
 from vmrun import LANES, lanes, run_vm
 
 # Each sharing test runs on the three: the debug kernel, the preemptible
-# one and x86-64 (SMP and preemptible, in QEMU). `make check` runs a test
-# on the lanes that can catch what it looks for: the tests that race
-# nothing on the debug kernel; the races and issue 32's holes on the
-# preemptible kernel, the races on x86-64 too. With a race guard
-# reverted, the debug kernel (one CPU, no preemption) caught nothing that
-# the preemptible one did not (docs/test-harness.md), so it runs them in
-# `make check-lanes` only, with everything else on every lane.
+# one (the base kernel: no debug option) and x86-64 (SMP and preemptible,
+# debug, in QEMU). `make check` runs a test on the lanes that can catch
+# what it looks for: the tests that race nothing on the debug kernel; the
+# races and issue 32's holes on the preemptible kernel, the races on
+# x86-64 too, where lockdep, KASAN and kmemleak watch them, and the holes
+# on the debug kernel too. With a race guard reverted, the debug kernel
+# (one CPU, no preemption) caught nothing that the preemptible one did not
+# (docs/test-harness.md), so it runs the races in `make check-lanes` only,
+# with everything else on every lane.
 KERNELS = lanes("debug", "preempt", "x86", extra=("preempt",))
 # The races: preempted anywhere in UML; on x86-64 their threads run at
 # the same time.
 RACES = lanes("debug", "preempt", "x86", x86_check=True, extra=("debug",))
-# Issue 32's holes: found on the preemptible kernel.
-HOLES = lanes("debug", "preempt", "x86", extra=("debug",))
+# The torture where the checkers watch: the 100k-operation run on the base
+# kernel is the preemptible one's.
+TORTURE = lanes("debug", "x86", x86_check=True, extra=("debug",))
+# Issue 32's holes: found on the preemptible kernel; the debug kernel
+# watches their paths.
+HOLES = lanes("debug", "preempt", "x86")
 
 
 @KERNELS
@@ -71,21 +77,22 @@ def test_randomized_torture_matches_the_model():
     """100k random reads, writes, mmap, truncate, punch, fsync,
     drop_caches, same-tick rewrites, O_DIRECT writes, reflinks into a
     member and evictions on 6 members of a group: zero mismatches with the
-    model (base kernel: the debug kernel needs about 13 minutes for this)."""
+    model (the base kernel, which is preemptible: the tick can preempt
+    any step anywhere; the debug kernel needs about 13 minutes for this)."""
     torture(100000, debug=False)
 
 
 @pytest.mark.slow
-@RACES
+@TORTURE
 def test_randomized_torture_under_the_debug_kernel(lane):
     """The same, shorter, where lockdep, KASAN, DEBUG_VM and kmemleak watch
-    (8000 operations on the preemptible kernel, 15000 on the debug one);
-    on x86-64, 2000 operations by 2 workers, each on its own CPU with 4 of
-    8 members, so that the members' sharing paths run at the same time."""
+    (15000 operations on the debug UML kernel); on x86-64, 2000 operations
+    by 2 workers, each on its own CPU with 4 of 8 members, so that the
+    members' sharing paths run at the same time."""
     if lane == "x86":
         torture(2000, debug=True, lane=lane, members=8, workers=2)
     else:
-        torture(8000 if lane == "preempt" else 15000, debug=True, lane=lane)
+        torture(15000, debug=True, lane=lane)
 
 
 @pytest.mark.slow
