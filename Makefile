@@ -194,11 +194,15 @@ bench-dm-overhead: $(KERNEL_BASE)
 	$(PYTHON) bench/dm-overhead --cpu $$(($$(nproc) - 1))
 	$(PYTHON) bench/readme
 
-# The dm layer alone, N = 2..64 readers in I/O cgroups of their own, with and
-# without io.max on one of them (issue 33), both disk models.
+# The dm layer alone, N readers in I/O cgroups of their own, with and
+# without io.max on one of them (issue 33), both disk models: disk reads
+# for N = 2..64 (counts: one repeat), the others' time with a limit on one
+# for N = 8 (5 repeats).
 bench-dm-cgroups: $(KERNEL_BASE)
 	@tests/vm/install-deps
-	$(PYTHON) bench/dm-cgroups --btrfs
+	$(PYTHON) bench/dm-cgroups --name dm-cgroups --repeats 1
+	$(PYTHON) bench/dm-cgroups --name dm-cgroups-limits --snapshots 8 --repeats 5
+	$(PYTHON) bench/readme
 
 # Template registration: a 100k-file tree, and kernel memory per extent.
 bench-registration: $(KERNEL_BASE)
