@@ -62,6 +62,27 @@ fresh() {
 	[ "$(tc_stat tc fleet) $(tc_stat tc fleet_mode)" = "0 auto" ] ||
 		die "the fleet's cgroup did not start anew: $(dmsetup status tc)"
 }
+# claim_then_time CLAIMER READER...: a reader in cgroup CLAIMER claims the
+# whole range in one O_DIRECT read (all its fills in flight at once; its
+# pid in $claimer), then, half a second later, readers in the cgroups
+# READER... (reader i+1 in the i-th) read the range at once: the seconds
+# they took in $took.
+claim_then_time() {
+	local start i=2 pids=()
+	in_cgroup "$1" dd if=/dev/mapper/tc of=/tmp/got.1 bs=${mib}M count=1 \
+		iflag=direct status=none
+	claimer=$!
+	shift
+	sleep 0.5
+	now_us start
+	for c in "$@"; do
+		reader "$c" /tmp/got.$i
+		pids+=($!)
+		i=$((i + 1))
+	done
+	wait "${pids[@]}"
+	took=$(elapsed_s "$start")
+}
 # elapsed_s START_US: seconds since START_US, two decimals.
 elapsed_s() {
 	local now
@@ -139,18 +160,7 @@ rbps=$((64 << 10))
 bound_s=$(((mib << 20) / 10 / rbps))
 limit fleet/r1 slow $rbps
 before=$(sectors_read "$DISK0")
-in_cgroup fleet/r1 dd if=/dev/mapper/tc of=/tmp/got.1 bs=${mib}M count=1 \
-	iflag=direct status=none
-claimer=$!
-sleep 0.5
-now_us start
-pids=()
-for i in 2 3 4; do
-	reader fleet/r$i /tmp/got.$i
-	pids+=($!)
-done
-wait "${pids[@]}"
-took=$(elapsed_s "$start")
+claim_then_time fleet/r1 fleet/r2 fleet/r3 fleet/r4
 limit fleet/r1 slow max
 wait $claimer
 read_sectors=$(($(sectors_read "$DISK0") - before))
@@ -174,14 +184,7 @@ echo +io > $cg/other/cgroup.subtree_control
 echo +io > $cg/other/x/cgroup.subtree_control
 limit other/x slow $rbps
 misses=$(tc_stat tc misses)
-in_cgroup other/x/r dd if=/dev/mapper/tc of=/tmp/got.1 bs=${mib}M count=1 \
-	iflag=direct status=none
-claimer=$!
-sleep 0.5
-now_us start
-reader fleet/r2 /tmp/got.2
-wait $!
-took=$(elapsed_s "$start")
+claim_then_time other/x/r fleet/r2
 limit other/x slow max
 wait $claimer
 for i in 1 2; do
