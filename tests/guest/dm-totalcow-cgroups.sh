@@ -83,6 +83,18 @@ claim_then_time() {
 	wait "${pids[@]}"
 	took=$(elapsed_s "$start")
 }
+# lift CGROUP DEV PID N WHAT: lift CGROUP's io.max on DEV, wait for PID,
+# the sectors read from the disk since $before into $read_sectors; readers
+# 1..N must have read the range right (WHAT for the message).
+lift() {
+	local i
+	limit "$1" "$2" max
+	wait "$3"
+	read_sectors=$(($(sectors_read "$DISK0") - before))
+	for i in $(seq "$4"); do
+		cmp /tmp/raw /tmp/got.$i || die "reader $i got wrong bytes ($5)"
+	done
+}
 # elapsed_s START_US: seconds since START_US, two decimals.
 elapsed_s() {
 	local now
@@ -138,12 +150,7 @@ wait "${pids[@]}"
 # What it has written (dd writes each 128 KiB block once it has read it).
 done_bytes=$(stat -c %s /tmp/got.1)
 kill -0 $throttled 2>/dev/null || done_bytes=gone
-limit fleet/r1 tc max
-wait $throttled
-read_sectors=$(($(sectors_read "$DISK0") - before))
-for i in 1 2 3 4; do
-	cmp /tmp/raw /tmp/got.$i || die "reader $i got wrong bytes (io.max on the totalcow device)"
-done
+lift fleet/r1 tc $throttled 4 "io.max on the totalcow device"
 echo "cgroups: io.max $rbps B/s on the totalcow device for one of 4 readers: the" \
 	"other 3 were done when it had read $done_bytes bytes; the range read" \
 	"$(times_read "$read_sectors")x from the disk"
@@ -161,12 +168,7 @@ bound_s=$(((mib << 20) / 10 / rbps))
 limit fleet/r1 slow $rbps
 before=$(sectors_read "$DISK0")
 claim_then_time fleet/r1 fleet/r2 fleet/r3 fleet/r4
-limit fleet/r1 slow max
-wait $claimer
-read_sectors=$(($(sectors_read "$DISK0") - before))
-for i in 1 2 3 4; do
-	cmp /tmp/raw /tmp/got.$i || die "reader $i got wrong bytes (io.max on the origin)"
-done
+lift fleet/r1 slow $claimer 4 "io.max on the origin"
 echo "cgroups: io.max $rbps B/s on the origin for the reader that claimed the" \
 	"range: the other 3 took ${took} s (a tenth at that rate: $bound_s s); the" \
 	"range read $(times_read "$read_sectors")x from the disk"
@@ -183,13 +185,9 @@ mkdir -p $cg/other/x/r
 echo +io > $cg/other/cgroup.subtree_control
 echo +io > $cg/other/x/cgroup.subtree_control
 limit other/x slow $rbps
-misses=$(tc_stat tc misses)
+misses=$(tc_stat tc misses) before=$(sectors_read "$DISK0")
 claim_then_time other/x/r fleet/r2
-limit other/x slow max
-wait $claimer
-for i in 1 2; do
-	cmp /tmp/raw /tmp/got.$i || die "reader $i got wrong bytes (a fill of another subtree)"
-done
+lift other/x slow $claimer 2 "a fill of another subtree"
 echo "cgroups: a reader outside the cgroup of fills held by its io.max took" \
 	"${took} s (a tenth at that rate: $bound_s s), with" \
 	"$(($(tc_stat tc misses) - misses)) misses"
