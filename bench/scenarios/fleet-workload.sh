@@ -92,3 +92,50 @@ fleet_wait() {
 		[ "$rep" = "$FLEET_REF" ] || die "$c reported '$rep', the first one '$FLEET_REF'"
 	done
 }
+
+# fleet_io_controllers: the io, memory and pids controllers enabled in the
+# root cgroup, as a systemd host with IO accounting has them: each
+# container then gets an I/O cgroup of its own wherever its engine puts
+# it (the case where dm-totalcow's waiting rule matters: docs/
+# dm-totalcow.rst, "I/O cgroups").
+fleet_io_controllers() {
+	echo "+io +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
+}
+
+# fleet_io_cgroups: how many I/O cgroups the running workload processes
+# are in. A process's I/O is charged to its cgroup if the io controller is
+# enabled there (io in cgroup.controllers), else to the nearest ancestor
+# that has it.
+fleet_io_cgroups() {
+	local pid cg
+	local -A seen=()
+	for pid in $(pgrep -f /usr/local/lib/fleet/imports.py); do
+		cg=$(awk -F: '$1 == 0 { print $3 }' "/proc/$pid/cgroup" 2>/dev/null) || continue
+		[ -n "$cg" ] || continue
+		while [ "$cg" != / ] && ! grep -qw io "/sys/fs/cgroup$cg/cgroup.controllers"; do
+			cg=$(dirname "$cg")
+		done
+		seen[$cg]=1
+	done
+	echo ${#seen[@]}
+}
+
+# fleet_dm_template NAME PATH / fleet_dm_untemplate NAME: the dm layer
+# alone, as on a stock kernel with dm-totalcow from DKMS: totalcowctl
+# whitelists PATH's extents with dmsetup messages (its route when the
+# sysfs layer is absent; TOTALCOW_SYSFS points it elsewhere), no group,
+# `admit first` (docs/dm-totalcow.rst: the policy for the dm layer alone).
+fleet_dm_template() {
+	TOTALCOW_SYSFS=/run/no-totalcow-sysfs TOTALCOW_STATE_DIR=/run/totalcow-dm \
+		"$TOTALCOW_TOP/tools/totalcowctl" template add "$1" "$2" -q 2>/tmp/dm-template.err ||
+		die "dm-only template add $2: $(cat /tmp/dm-template.err)"
+	grep -q whitelist_add /tmp/dm-template.err ||
+		die "template add did not take the dmsetup route: $(cat /tmp/dm-template.err)"
+	dmsetup message tc 0 admit first
+}
+fleet_dm_untemplate() {
+	TOTALCOW_SYSFS=/run/no-totalcow-sysfs TOTALCOW_STATE_DIR=/run/totalcow-dm \
+		"$TOTALCOW_TOP/tools/totalcowctl" template del "$1" 2>/dev/null ||
+		die "dm-only template del $1"
+	[ "$(tc_stat tc templates)" = 0 ] || die "whitelist not empty after template del"
+}
