@@ -42,6 +42,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
 	check-x86 check-lanes torture-x86 torture-kcsan stock-kernels stock-kernel-check check-stock \
 	integration check check-quick demo bench-demo bench bench-dm-overhead bench-dm-cgroups \
+	bench-dm-miss bench-fleet-dm \
 	bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
@@ -256,6 +257,20 @@ bench-share-scale: $(KERNEL_BASE)
 # Container fleets: 16 clones of a Debian image per engine (LXC,
 # unprivileged LXC, systemd-nspawn, Podman), stock vs overlay vs TotalCOW
 # (tools/lxc/debian-rootfs debootstraps the image once, cached).
+bench-dm-miss: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/dm-miss --cpu $$(( $$(nproc) - 1 )) --repeats 7
+	$(PYTHON) bench/readme
+
+# Per engine: stock btrfs snapshots, the dm layer alone, both layers.
+FLEET_DM_ENGINES := lxcu-stock,lxcu-dmonly,lxcu-totalcow,nspawn-stock,nspawn-dmonly,nspawn-totalcow
+FLEET_DM_ENGINES := $(FLEET_DM_ENGINES),podman-stock,podman-dmonly,podman-totalcow
+bench-fleet-dm: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/fleet --name fleet-dm --repeats 3 --configs stock,dmonly,totalcow-noatime \
+		--engines $(FLEET_DM_ENGINES)
+	$(PYTHON) bench/readme
+
 bench-fleet: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/fleet
@@ -277,9 +292,9 @@ torture-kcsan: $(KERNEL_X86_KCSAN)
 bench-goals:
 	$(PYTHON) bench/goals
 
-bench: bench-demo bench-dm-overhead bench-dm-cgroups bench-registration bench-fig4 bench-fig5-8 \
-	bench-write-phases \
-	bench-share-cost bench-resolve-cost bench-share-scale bench-fleet
+bench: bench-demo bench-dm-overhead bench-dm-miss bench-dm-cgroups bench-registration bench-fig4 \
+	bench-fig5-8 bench-write-phases \
+	bench-share-cost bench-resolve-cost bench-share-scale bench-fleet bench-fleet-dm
 	$(PYTHON) bench/goals
 
 # Debian packages from debian/: dm-totalcow-dkms (module/dm/ as DKMS
