@@ -147,7 +147,9 @@ integration: $(KERNEL_BASE) $(KERNEL_DEBUG) $(KERNEL_X86_DEBUG) stock-kernel-che
 	@tests/vm/install-deps
 	$(call run-pytest,$(CHECK_MARKS))
 
-check: kernel kernel-x86-debug lint modules kunit kunit-x86 integration
+# deb-kernel last: its relink leaves the x86-64 kernel the tests booted
+# as it was, but with another build number.
+check: kernel kernel-x86-debug lint modules kunit kunit-x86 integration deb-kernel
 	@echo "make check: all passed"
 
 # Everything that runs on the x86-64 lane: KUnit and every guest script
@@ -166,7 +168,7 @@ check-stock: stock-kernels
 
 # make check plus everything it leaves out: the x86-64 lane, the
 # preemptible UML kernel's longer runs and the packages' install test.
-check-lanes: check check-x86 deb-test
+check-lanes: check check-x86 deb-test deb-kernel-test
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "lane_extra and not x86" $(PYTEST_ARGS) tests
 	@echo "make check-lanes: all passed"
 
@@ -301,7 +303,7 @@ bench: bench-demo bench-dm-overhead bench-dm-miss bench-dm-cgroups bench-registr
 # source) and totalcowctl (the tool and its manual page), in $(B)/deb,
 # built from a copy of the checkout, which stays clean
 # (tests/deb/build-packages).
-.PHONY: deb deb-test
+.PHONY: deb deb-test deb-kernel deb-kernel-debian deb-kernel-test
 deb:
 	@tests/vm/install-deb-deps
 	tests/deb/build-packages $(B)/deb
@@ -312,6 +314,26 @@ deb:
 # check not, for CI time; tests/test_packages.py is its pytest wrapper).
 deb-test: deb
 	tests/deb/test-packages $(B)
+
+# The patched kernel as linux-image and linux-headers packages (bindeb-pkg,
+# in $(B)/deb/kernel-<flavour>/): deb-kernel from the x86-64 lane's debug
+# kernel (make check builds it: a relink and the packaging, about a
+# minute), deb-kernel-debian from Debian 12's own 6.12 configuration (a
+# long build: docs/install.md).
+deb-kernel: $(KERNEL_X86_DEBUG)
+	@tests/vm/install-deb-deps
+	tests/deb/build-kernel-package $(B) x86-debug
+
+deb-kernel-debian: $(TREE_STAMP)
+	@tests/vm/install-deb-deps
+	tests/deb/build-kernel-package $(B) debian
+
+# deb-kernel's packages and totalcowctl's on a fresh Debian 12 root: apt
+# installs them, QEMU boots the installed kernel, a demo with both layers
+# runs in that root (tests/deb/test-kernel-package; root; make
+# check-lanes).
+deb-kernel-test: deb deb-kernel
+	tests/deb/test-kernel-package $(B)
 
 clean:
 	rm -rf $(B)/runs $(OOT) results
