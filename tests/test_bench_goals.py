@@ -157,13 +157,88 @@ def test_dm_layer_share_scale_and_registration_rows():
     hit = [r for k, r in rows.items() if k.startswith("whitelisted random 4 KiB reads, hit")][0]
     assert hit[3].startswith("1.50") and hit[5] == "**missed**"
     seq = {k.split(", ")[1]: r for k, r in rows.items()
-           if k.startswith("whitelisted sequential 1 MiB reads")}
-    assert seq["miss vs dm-linear"][3].startswith("0.80") and seq["miss vs dm-linear"][5] != "met"
+           if k.startswith("whitelisted sequential 1 MiB reads") and "RAM disk (median" in k}
+    # Issue 33 restated the miss goal (bench/dm-miss): the figure stays, unjudged.
+    assert seq["miss vs dm-linear"][3].startswith("0.80")
+    assert seq["miss vs dm-linear"][4] == "restated below"
+    assert seq["miss vs dm-linear"][5] == "no goal"
     assert seq["hit vs dm-linear"][3].startswith("3.00") and seq["hit vs dm-linear"][5] == "met"
     per = [r for k, r in rows.items() if k.startswith("N = 1,2,4 members")][0]
     assert per[3] == "0.00003" and per[5] == "met"
     r = [r for k, r in rows.items() if k.startswith("register")][0]
     assert r[3] == "1.50 (1.00..3.00, 3 runs)" and r[5] == "met"
+
+
+def test_sequential_miss_rows_against_dm_linear_and_one_memcpy():
+    """Issue 33 item 5 from bench/dm-miss: on the modelled hard disk the
+    miss's throughput over dm-linear's; on the RAM disk the time a miss
+    adds over dm-linear in units of one memcpy (the guest kernel's) of
+    the same bytes, per repeat; "not run" without results."""
+    size = 256 * MIB
+
+    def doc(memcpy_s):
+        recs = []
+        for rep in (1, 2, 3):
+            recs += [{"model": "hdd", "test": "lin", "repeat": rep, "mb_s": 100.0, "bytes": size},
+                     {"model": "hdd", "test": "miss", "repeat": rep, "mb_s": 98.0, "bytes": size},
+                     {"model": "ram", "test": "lin", "repeat": rep, "mb_s": 1000.0,
+                      "bytes": size},
+                     {"model": "ram", "test": "miss", "repeat": rep, "mb_s": 800.0,
+                      "bytes": size}]
+            for model in ("hdd", "ram"):
+                recs += [{"model": model, "test": "memcpy-kernel", "repeat": rep,
+                          "seconds": memcpy_s, "bytes": size},
+                         {"model": model, "test": "memcpy-libc", "repeat": rep,
+                          "seconds": memcpy_s / 2, "bytes": size}]
+        # The warm-up (repeat 0) is never counted.
+        recs.append({"model": "ram", "test": "miss", "repeat": 0, "mb_s": 1.0, "bytes": size})
+        return {"meta": {}, "records": recs}
+
+    def row(rows, what):
+        return [r for k, r in rows.items() if k.startswith("whitelisted sequential 1 MiB reads")
+                and what in k][0]
+    # A miss adds 268435456 B / 800 MB/s - / 1000 MB/s = 67.1 ms.
+    rows = goals({"dm-miss.json": doc(0.05)})
+    assert row(rows, "modelled hard disk")[3] == "0.98 (0.98..0.98)"
+    assert row(rows, "modelled hard disk")[5] == "met"
+    assert row(rows, "x one memcpy")[3] == "1.34 (1.34..1.34)"
+    assert row(rows, "x one memcpy")[5] == "**missed**"
+    rows = goals({"dm-miss.json": doc(0.06)})
+    assert row(rows, "x one memcpy")[3] == "1.12 (1.12..1.12)"
+    assert row(rows, "x one memcpy")[5] == "met"
+    rows = goals({})
+    assert row(rows, "x one memcpy")[5] == "not run"
+
+
+def test_fleet_rows_of_the_dm_layer_alone():
+    """Issue 33 item 4 from bench/fleet --name fleet-dm: each engine's
+    dm-layer-alone fleet, disk reads and memory x the stock
+    configuration's one container of the same run; no row for an engine
+    that did not run it."""
+    def rec(config, clones, reads, pc, tc=0, rep=1):
+        return {"config": config, "clones": clones, "repeat": rep, "disk_read_bytes": reads,
+                "page_cache_bytes": pc, "tc_cache_bytes": tc, "xa_node_bytes": 0,
+                "start_ms": 1000}
+
+    def doc(dm_reads):
+        recs = []
+        for rep in (1, 2):
+            recs += [rec("stock", 1, 100 * MIB, 100 * MIB, rep=rep),
+                     rec("stock", 16, 1600 * MIB, 1600 * MIB, rep=rep),
+                     rec("dmonly", 1, 100 * MIB, 100 * MIB, 100 * MIB, rep=rep),
+                     rec("dmonly", 16, dm_reads, 1600 * MIB, 100 * MIB, rep=rep)]
+        return {"meta": {}, "records": recs}
+    rows = goals({"fleet-dm.json": doc(100 * MIB)})
+    lxc = {k: r for k, r in rows.items() if k.startswith("LXC fleet, the dm layer alone")}
+    reads = [r for k, r in lxc.items() if "disk reads" in k][0]
+    mem = [r for k, r in lxc.items() if "memory" in k][0]
+    assert reads[1] == "16.00" and reads[3] == "1.00 (1.00..1.00, 2 runs)" and reads[5] == "met"
+    assert mem[3] == "17.00 (17.00..17.00, 2 runs)" and mem[5] == "no goal"
+    assert not [k for k in rows if k.startswith("Podman fleet, the dm layer alone")]
+    rows = goals({"fleet-dm.json": doc(103 * MIB)})
+    reads = [r for k, r in rows.items()
+             if k.startswith("LXC fleet, the dm layer alone") and "disk reads" in k][0]
+    assert reads[3].startswith("1.03") and reads[5] == "**missed**"
 
 
 def test_dm_concurrency_rows():
