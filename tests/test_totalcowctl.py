@@ -30,7 +30,7 @@ def ctl(*args, exe=CTL, tmp_path=None):
 
 
 SUBCOMMANDS = [("template", "add"), ("template", "del"), ("template", "list"),
-               ("template", "refresh"), ("group", "create"), ("group", "add"),
+               ("template", "refresh"), ("group", "create"), ("group", "auto"), ("group", "add"),
                ("group", "del"), ("group", "list"), ("status",),
                ("container", "template"), ("container", "untemplate"),
                ("container", "join"), ("container", "leave"), ("container", "list"),

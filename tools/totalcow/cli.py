@@ -1,4 +1,3 @@
-# SPDX-License-Identifier: GPL-2.0-only
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """NAME
