@@ -58,6 +58,8 @@
 
 #include "../../sysfs/totalcow-sysfs.h"
 #include "totalcow-btrfs.h"
+#include "totalcow-canon.h"
+#include "totalcow-extent-share.h"
 #include "totalcow-sig.h"
 #include "../dm/totalcow-whitelist.h"
 
@@ -1164,6 +1166,9 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	u64 start, waited = 0;
 
 	tf = tc_file_get(mapping);
+	/* A file in a sharing scope shares its extents, not as a member. */
+	if (!tf && tc_canon_in_scope(mapping->host))
+		return tc_extent_read_miss(file, mapping, index, end);
 	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags))
 		tf = tc_file_bind(file, mapping);
 	if (!tf)
@@ -1253,9 +1258,12 @@ static unsigned int tc_resolve(struct address_space *mapping, pgoff_t index,
 			       pgoff_t last, void *entry,
 			       struct folio_batch *fbatch)
 {
-	struct tc_file *tf = tc_file_lookup(mapping);
+	struct tc_file *tf;
 	unsigned int n;
 
+	if (tc_extent_alias(entry))
+		return tc_extent_resolve(mapping, index, last, fbatch);
+	tf = tc_file_lookup(mapping);
 	if (!tf || !tc_alias_ours(tf, entry))
 		return 0;
 	n = tc_template_folios(tf, index, last, fbatch);
@@ -1280,6 +1288,10 @@ static void tc_broken(struct address_space *mapping, struct folio *folio,
 	struct folio *tfolio = NULL;
 	struct tc_file *tf;
 
+	if (tc_extent_alias(entry)) {
+		tc_extent_broken(mapping, folio, overwrite);
+		return;
+	}
 	rcu_read_lock();
 	tf = tc_file_lookup(mapping);
 	if (tf && tc_alias_ours(tf, entry)) {
@@ -1576,7 +1588,7 @@ static const struct page_alias_ops tc_alias_ops = {
  * due, holding a reference to the inode the walk stands on (as
  * drop_pagecache_sb() does).
  */
-static void tc_reclassify(struct super_block *sb)
+void tc_reclassify(struct super_block *sb)
 {
 	struct inode *inode, *toput = NULL;
 	unsigned int n = 0;

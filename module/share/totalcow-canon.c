@@ -1,0 +1,907 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * TotalCOW's canonical data cache (totalcow-canon.h; docs/design.md,
+ * "Shared extents, declared or not").
+ *
+ * Per btrfs file system that opted in, and per sharing scope, a hidden
+ * page cache (an anonymous inode on a pseudo file system of ours) indexed
+ * by logical address >> PAGE_SHIFT holds the bytes of data extents. A page
+ * is read by logical address, as scrub reads, and verified against the
+ * checksum tree, which is keyed by logical address too: a page whose
+ * sectors do not all have a checksum is never read (btrfs writes in place
+ * only where there are none), and a page that does not match them is read
+ * from the next mirror or not at all. Nothing writes through these
+ * mappings and nothing maps them.
+ *
+ * An address may hold other bytes once btrfs hands its space out again
+ * (mm-patches/0015: fs/btrfs/canon.h): the reservation drops the pages of
+ * the range, waiting for reads of it in flight, and bumps the file
+ * system's generation, so that whoever proved an extent before can tell
+ * that the proof may be stale (tc_canon_gen(), tc_canon_unchanged()).
+ *
+ * Why a page in a canonical mapping always holds the current bytes of its
+ * address: a page is inserted before its read looks the checksums up, and
+ * a reservation bumps the generation before it walks the mappings, with a
+ * full barrier on both sides (tc_canon_read_folio(), tc_canon_forget()).
+ * So either the walk finds the page (and drops it once its read is done),
+ * or the read's checksum lookup comes after the reservation, and therefore
+ * after the old extent's checksums were deleted (btrfs deletes them when
+ * the extent is freed, before its space is unpinned): it then finds no
+ * checksum, or the checksums of bytes written after the reservation, and
+ * reads those. The old bytes cannot outlive the reservation in the cache.
+ */
+
+#include <linux/bitmap.h>
+#include <linux/ctype.h>
+#include <linux/fs_context.h>
+#include <linux/magic.h>
+#include <linux/init.h>
+#include <linux/mm.h>
+#include <linux/mount.h>
+#include <linux/page_alias.h>
+#include <linux/pagemap.h>
+#include <linux/pseudo_fs.h>
+#include <linux/slab.h>
+#include <linux/srcu.h>
+#include <linux/sysfs.h>
+
+#include "ctree.h"
+#include "fs.h"
+#include "bio.h"
+#include "block-group.h"
+#include "btrfs_inode.h"
+#include "canon.h"
+#include "disk-io.h"
+#include "extent_map.h"
+#include "file-item.h"
+#include "ordered-data.h"
+#include "super.h"
+#include "volumes.h"
+
+#include "totalcow-canon.h"
+
+#define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
+/* btrfs sectors are at least 4 KiB. */
+#define TC_CANON_MAX_SECTORS	(PAGE_SIZE / SZ_4K)
+
+/* The cache of one file system: fs_info->canon. */
+struct tc_canon_fs {
+	struct list_head node;		/* in tc_canon_filesystems */
+	struct btrfs_fs_info *fs_info;
+	/* Bumped whenever a data range is handed out again. */
+	atomic64_t gen;
+	/* Scopes; changed under tc_canon_mutex, walked under tc_canon_srcu. */
+	struct list_head scopes;
+	/* Subvolume id -> its scope; loaded under RCU or tc_canon_srcu. */
+	struct xarray subvols;
+};
+
+struct tc_canon_scope {
+	struct list_head node;
+	struct tc_canon_fs *cfs;
+	/* An anonymous inode whose page cache is the canonical mapping. */
+	struct inode *inode;
+	unsigned long nr_subvols;	/* under tc_canon_mutex */
+	atomic64_t reads;
+	atomic64_t read_failures;
+	atomic64_t invalidations;
+	atomic64_t aliased;
+	atomic64_t resolved;
+	char name[TC_CANON_SCOPE_NAME_MAX + 1];
+};
+
+/* One page's read, from mirror to mirror until one matches. */
+struct tc_canon_io {
+	struct tc_canon_scope *s;
+	struct folio *folio;
+	u64 logical;
+	int mirror;
+	int num_copies;
+	u8 csums[];
+};
+
+/* Scopes and file systems change under it. */
+static DEFINE_MUTEX(tc_canon_mutex);
+static LIST_HEAD(tc_canon_filesystems);
+DEFINE_STATIC_SRCU(tc_canon_srcu);
+static struct vfsmount *tc_canon_mnt;
+
+static struct tc_canon_fs *tc_canon_fs_of(struct btrfs_fs_info *fs_info)
+{
+	return srcu_dereference_check(fs_info->canon, &tc_canon_srcu,
+				      lockdep_is_held(&tc_canon_mutex));
+}
+
+/*
+ * Under RCU or tc_canon_srcu: the scope @inode's subvolume is in, or NULL.
+ * A scope freed meanwhile is freed only after both grace periods.
+ */
+static struct tc_canon_scope *tc_canon_scope_of(struct inode *inode)
+{
+	struct tc_canon_fs *cfs;
+
+	if (!static_branch_unlikely(&btrfs_canon_key) ||
+	    inode->i_sb->s_magic != BTRFS_SUPER_MAGIC)
+		return NULL;
+	cfs = rcu_dereference_check(btrfs_sb(inode->i_sb)->canon,
+				    srcu_read_lock_held(&tc_canon_srcu));
+	if (!cfs)
+		return NULL;
+	return xa_load(&cfs->subvols, btrfs_root_id(BTRFS_I(inode)->root));
+}
+
+/**
+ * tc_canon_logical - the logical address of a page of a file
+ * @em: the file's extent map covering @pos
+ * @pos: the page's file offset (page aligned)
+ * @logical: set to the logical address of the page's first byte
+ *
+ * Return: whether the whole page is one run of bytes of a regular,
+ * uncompressed extent, starting at a page-aligned logical address (a page
+ * of a canonical mapping). Holes, inline, preallocated and compressed
+ * extents have none; a page that an extent map ends inside (the tail of a
+ * file) neither.
+ */
+bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical)
+{
+	u64 l;
+
+	if (em->disk_bytenr >= EXTENT_MAP_LAST_BYTE ||
+	    (em->flags & EXTENT_FLAG_PREALLOC) || extent_map_is_compressed(em))
+		return false;
+	if (!PAGE_ALIGNED(pos) || pos < em->start ||
+	    pos - em->start >= em->len || em->len - (pos - em->start) < PAGE_SIZE)
+		return false;
+	l = btrfs_extent_map_block_start(em) + (pos - em->start);
+	if (!PAGE_ALIGNED(l))
+		return false;
+	*logical = l;
+	return true;
+}
+
+/*
+ * Can @sb's file system have canonical mappings? Not with mixed block
+ * groups (a data range may come back as metadata, which btrfs reserves
+ * with its tree locks held, where the reservation hook must not wait), not
+ * zoned (a write lands where the zone's pointer is, not where it was
+ * reserved), and not with sectors larger than a page.
+ */
+int tc_canon_fs_eligible(struct super_block *sb)
+{
+	struct btrfs_fs_info *fs_info;
+
+	if (sb->s_magic != BTRFS_SUPER_MAGIC)
+		return -EINVAL;
+	fs_info = btrfs_sb(sb);
+	if (btrfs_fs_incompat(fs_info, MIXED_GROUPS) || btrfs_is_zoned(fs_info) ||
+	    fs_info->sectorsize > PAGE_SIZE)
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+bool tc_canon_scope_name_valid(const char *name)
+{
+	size_t i, len = strlen(name);
+
+	if (!len || len > TC_CANON_SCOPE_NAME_MAX)
+		return false;
+	for (i = 0; i < len; i++)
+		if (!isalnum(name[i]) && !strchr("_.-", name[i]))
+			return false;
+	return true;
+}
+
+static void tc_canon_end_io(struct btrfs_bio *bbio);
+
+static void tc_canon_submit(struct tc_canon_io *io)
+{
+	struct btrfs_fs_info *fs_info = io->s->cfs->fs_info;
+	struct btrfs_bio *bbio;
+
+	bbio = btrfs_bio_alloc(1, REQ_OP_READ, fs_info, tc_canon_end_io, io);
+	bbio->bio.bi_iter.bi_sector = io->logical >> SECTOR_SHIFT;
+	bio_add_folio_nofail(&bbio->bio, io->folio, PAGE_SIZE, 0);
+	btrfs_submit_bbio(bbio, io->mirror);
+}
+
+/* Does the page match every sector's checksum? */
+static bool tc_canon_verify(struct tc_canon_io *io)
+{
+	struct btrfs_fs_info *fs_info = io->s->cfs->fs_info;
+	u8 csum[BTRFS_CSUM_SIZE];
+	u32 off, i = 0;
+
+	for (off = 0; off < PAGE_SIZE; off += fs_info->sectorsize, i++)
+		if (btrfs_check_sector_csum(fs_info, folio_page(io->folio, 0), off,
+					    csum, io->csums + i * fs_info->csum_size))
+			return false;
+	return true;
+}
+
+/* In btrfs's end-I/O worker (process context). */
+static void tc_canon_end_io(struct btrfs_bio *bbio)
+{
+	struct tc_canon_io *io = bbio->private;
+	bool ok = bbio->bio.bi_status == BLK_STS_OK;
+
+	bio_put(&bbio->bio);
+	ok = ok && tc_canon_verify(io);
+	if (!ok && io->mirror < io->num_copies) {
+		io->mirror++;
+		tc_canon_submit(io);
+		return;
+	}
+	if (!ok)
+		atomic64_inc(&io->s->read_failures);
+	folio_end_read(io->folio, ok);
+	kfree(io);
+}
+
+/*
+ * ->read_folio of a canonical mapping: @folio is locked and already in the
+ * mapping (filemap inserted it).
+ */
+static int tc_canon_read_folio(struct file *file, struct folio *folio)
+{
+	struct tc_canon_scope *s = folio->mapping->host->i_private;
+	struct btrfs_fs_info *fs_info = s->cfs->fs_info;
+	u32 nsect = PAGE_SIZE >> fs_info->sectorsize_bits;
+	DECLARE_BITMAP(found, TC_CANON_MAX_SECTORS);
+	u64 logical = folio_pos(folio);
+	struct btrfs_block_group *bg;
+	struct tc_canon_io *io;
+	int ret;
+
+	atomic64_inc(&s->reads);
+	/*
+	 * Pairs with the barrier in tc_canon_forget(): either a reservation's
+	 * walk finds this folio, or the lookup below sees the checksum tree as
+	 * it is after the reservation (see the top of this file).
+	 */
+	smp_mb();
+	io = kmalloc(struct_size(io, csums, nsect * fs_info->csum_size), GFP_NOFS);
+	if (!io) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	/* Only data block groups: the index comes from data extents. */
+	ret = -EIO;
+	bg = btrfs_lookup_block_group(fs_info, logical);
+	if (!bg)
+		goto fail;
+	if ((bg->flags & BTRFS_BLOCK_GROUP_TYPE_MASK) != BTRFS_BLOCK_GROUP_DATA ||
+	    logical + PAGE_SIZE > bg->start + bg->length) {
+		btrfs_put_block_group(bg);
+		goto fail;
+	}
+	btrfs_put_block_group(bg);
+
+	bitmap_zero(found, TC_CANON_MAX_SECTORS);
+	ret = btrfs_lookup_csums_bitmap(btrfs_csum_root(fs_info, logical), NULL,
+					logical, logical + PAGE_SIZE - 1,
+					io->csums, found);
+	if (ret < 0)
+		goto fail;
+	if (!bitmap_full(found, nsect)) {
+		/* Not all checksummed: bytes that may be written in place. */
+		ret = -ENODATA;
+		goto fail;
+	}
+	io->s = s;
+	io->folio = folio;
+	io->logical = logical;
+	io->num_copies = btrfs_num_copies(fs_info, logical, PAGE_SIZE);
+	io->mirror = 1;
+	tc_canon_submit(io);
+	return 0;
+
+fail:
+	kfree(io);
+	atomic64_inc(&s->read_failures);
+	folio_unlock(folio);
+	return ret;
+}
+
+static const struct address_space_operations tc_canon_aops = {
+	.read_folio	= tc_canon_read_folio,
+	.dirty_folio	= noop_dirty_folio,
+	.migrate_folio	= filemap_migrate_folio,
+};
+
+/**
+ * tc_canon_read - the canonical page of a logical address, read if needed
+ * @s: the scope, held (tc_canon_hold())
+ * @logical: a page-aligned logical address of a data extent
+ *
+ * Return: the uptodate folio with a reference, or an ERR_PTR: -EIO if it
+ * could not be read or verified, -ENODATA if a sector has no checksum.
+ * The caller checks tc_canon_unchanged() against the generation it read
+ * before it proved that a file refers to @logical.
+ */
+struct folio *tc_canon_read(struct tc_canon_scope *s, u64 logical)
+{
+	if (!PAGE_ALIGNED(logical))
+		return ERR_PTR(-EINVAL);
+	return read_mapping_folio(s->inode->i_mapping, logical >> PAGE_SHIFT,
+				  NULL);
+}
+
+/* The generation to read before proving which extent a file refers to. */
+u64 tc_canon_gen(struct tc_canon_scope *s)
+{
+	/* Pairs with the barrier in tc_canon_forget(). */
+	return atomic64_read_acquire(&s->cfs->gen);
+}
+
+/* Has no data range been handed out since @gen was read? */
+bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
+{
+	/*
+	 * Orders the caller's reads of the page and of its proof before the
+	 * generation; pairs with the barrier in tc_canon_forget().
+	 */
+	smp_mb();
+	return atomic64_read(&s->cfs->gen) == gen;
+}
+
+/**
+ * tc_canon_prove - the logical addresses of a range of a file's pages
+ * @inode: a regular btrfs file; the caller holds its mapping's
+ *	invalidate_lock, and read its mapping's alias count and the
+ *	generation (tc_canon_gen()) before calling
+ * @index: the first page
+ * @nr: the number of pages
+ * @logicals: set, for each page proven, to its logical address
+ * @proven: a bitmap of @nr bits, set for each page proven
+ *
+ * A page is proven when the file's extent map, which btrfs's own read of
+ * the page would use, puts the whole page in one regular, uncompressed
+ * extent at a page-aligned logical address (tc_canon_logical()), below the
+ * file's last partial page (btrfs zeroes a page past EOF; the extent holds
+ * whatever it holds there), with no write to the range on its way (an
+ * ordered extent). Files without checksums or with fs-verity (whose pages
+ * btrfs verifies as it reads them) prove nothing. A page whose checksums
+ * are missing is found out by the canonical read, which then fails.
+ *
+ * Return: the number of pages proven.
+ */
+unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
+			     unsigned long nr, u64 *logicals,
+			     unsigned long *proven)
+{
+	struct btrfs_inode *bi = BTRFS_I(inode);
+	u64 start = (u64)index << PAGE_SHIFT;
+	u64 end = start + ((u64)nr << PAGE_SHIFT);
+	struct btrfs_ordered_extent *oe;
+	unsigned long n = 0;
+	u64 cur, pos;
+
+	bitmap_zero(proven, nr);
+	if (!S_ISREG(inode->i_mode) || IS_VERITY(inode) ||
+	    (bi->flags & (BTRFS_INODE_NODATASUM | BTRFS_INODE_NODATACOW)))
+		return 0;
+	end = min(end, round_down((u64)i_size_read(inode), PAGE_SIZE));
+	if (start >= end)
+		return 0;
+	oe = btrfs_lookup_first_ordered_range(bi, start, end - start);
+	if (oe) {
+		btrfs_put_ordered_extent(oe);
+		return 0;
+	}
+	for (cur = start; cur < end;) {
+		struct extent_map *em = btrfs_get_extent(bi, NULL, cur, end - cur);
+		u64 next;
+
+		if (IS_ERR(em))
+			break;
+		next = min(btrfs_extent_map_end(em), end);
+		for (pos = round_up(max(cur, em->start), PAGE_SIZE);
+		     pos + PAGE_SIZE <= next; pos += PAGE_SIZE) {
+			unsigned long i = (pos - start) >> PAGE_SHIFT;
+
+			if (tc_canon_logical(em, pos, &logicals[i])) {
+				__set_bit(i, proven);
+				n++;
+			}
+		}
+		btrfs_free_extent_map(em);
+		if (next <= cur)
+			break;
+		cur = next;
+	}
+	return n;
+}
+
+/**
+ * tc_canon_folios - the canonical pages a file's pages are, under RCU
+ * @inode: a btrfs file
+ * @index: the first page
+ * @last: the last page
+ * @fbatch: gets the folios, each with a reference
+ *
+ * What an alias to the canonical mapping stands for, resolved through the
+ * file's extent map as it is now (relocation moves an extent without
+ * touching the files' page caches; a write replaces the alias first).
+ * Only maps in the extent map cache are used, and only uptodate pages:
+ * anything else ends the run and is read again.
+ *
+ * Return: how many pages from @index were added to @fbatch.
+ */
+unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
+			     struct folio_batch *fbatch)
+{
+	struct extent_map_tree *tree = &BTRFS_I(inode)->extent_tree;
+	struct tc_canon_scope *s = tc_canon_scope_of(inode);
+	struct extent_map *em = NULL;
+	unsigned int n = 0;
+	pgoff_t i;
+
+	if (!s)
+		return 0;
+	for (i = index; i <= last && folio_batch_space(fbatch); i++) {
+		u64 pos = (u64)i << PAGE_SHIFT, l;
+		struct folio *folio;
+
+		if (!em || pos + PAGE_SIZE > btrfs_extent_map_end(em)) {
+			if (em)
+				btrfs_free_extent_map(em);
+			read_lock(&tree->lock);
+			em = lookup_extent_mapping(tree, pos, PAGE_SIZE);
+			read_unlock(&tree->lock);
+			if (!em)
+				break;
+		}
+		if (!tc_canon_logical(em, pos, &l))
+			break;
+		folio = filemap_get_folio(s->inode->i_mapping, l >> PAGE_SHIFT);
+		if (IS_ERR(folio))
+			break;
+		if (!folio_test_uptodate(folio) || folio_test_large(folio)) {
+			folio_put(folio);
+			break;
+		}
+		folio_batch_add(fbatch, folio);
+		n++;
+	}
+	if (em)
+		btrfs_free_extent_map(em);
+	if (n)
+		atomic64_add(n, &s->resolved);
+	return n;
+}
+
+/**
+ * tc_canon_readahead - start reading canonical pages that are not in memory
+ * @s: the scope, held
+ * @logical: the first page's logical address
+ * @nr: the number of pages
+ * @added: a bitmap of @nr bits: bit i set if this call started page i's
+ *	read (page_alias_readahead())
+ *
+ * One run of adjacent addresses; the reads are submitted, not waited for.
+ */
+void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
+			unsigned long nr, unsigned long *added)
+{
+	struct file_ra_state ra = { };
+	DEFINE_READAHEAD(ractl, NULL, &ra, s->inode->i_mapping,
+			 logical >> PAGE_SHIFT);
+
+	page_alias_readahead(&ractl, nr, added);
+}
+
+/* The canonical mapping of a scope. */
+struct address_space *tc_canon_mapping(struct tc_canon_scope *s)
+{
+	return s->inode->i_mapping;
+}
+
+/* Count file pages the policy aliased to a scope's pages. */
+void tc_canon_count(struct tc_canon_scope *s, unsigned long aliased)
+{
+	if (aliased)
+		atomic64_add(aliased, &s->aliased);
+}
+
+/*
+ * Drop the pages of [@start, @start + @len) from every scope. A
+ * reservation (@wait) bumps the generation first and waits for reads of
+ * the range in flight; an unpin only drops what is not being read, to
+ * give the memory back early.
+ */
+static void tc_canon_forget(struct tc_canon_fs *cfs, u64 start, u64 len,
+			    bool wait)
+{
+	pgoff_t first = start >> PAGE_SHIFT;
+	pgoff_t last = (start + len - 1) >> PAGE_SHIFT;
+	struct tc_canon_scope *s;
+
+	if (!len)
+		return;
+	if (wait) {
+		atomic64_inc(&cfs->gen);
+		/* Pairs with the barrier in tc_canon_read_folio(). */
+		smp_mb__after_atomic();
+	}
+	list_for_each_entry_srcu(s, &cfs->scopes, node,
+				 srcu_read_lock_held(&tc_canon_srcu)) {
+		struct address_space *mapping = s->inode->i_mapping;
+		unsigned long before = READ_ONCE(mapping->nrpages);
+
+		if (!before)
+			continue;
+		if (wait)
+			truncate_inode_pages_range(mapping,
+						   (loff_t)first << PAGE_SHIFT,
+						   ((loff_t)last << PAGE_SHIFT) +
+						   PAGE_SIZE - 1);
+		else
+			invalidate_mapping_pages(mapping, first, last);
+		if (READ_ONCE(mapping->nrpages) < before)
+			atomic64_add(before - READ_ONCE(mapping->nrpages),
+				     &s->invalidations);
+	}
+}
+
+static void tc_canon_hook_reserved(struct btrfs_fs_info *fs_info, u64 start,
+				   u64 len)
+{
+	int idx = srcu_read_lock(&tc_canon_srcu);
+	struct tc_canon_fs *cfs = tc_canon_fs_of(fs_info);
+
+	if (cfs)
+		tc_canon_forget(cfs, start, len, true);
+	srcu_read_unlock(&tc_canon_srcu, idx);
+}
+
+static void tc_canon_hook_unpinned(struct btrfs_fs_info *fs_info, u64 start,
+				   u64 len)
+{
+	int idx = srcu_read_lock(&tc_canon_srcu);
+	struct tc_canon_fs *cfs = tc_canon_fs_of(fs_info);
+
+	if (cfs)
+		tc_canon_forget(cfs, start, len, false);
+	srcu_read_unlock(&tc_canon_srcu, idx);
+}
+
+static struct tc_canon_scope *tc_canon_find(struct tc_canon_fs *cfs,
+					    const char *name)
+{
+	struct tc_canon_scope *s;
+
+	list_for_each_entry_srcu(s, &cfs->scopes, node,
+				 srcu_read_lock_held(&tc_canon_srcu) ||
+				 lockdep_is_held(&tc_canon_mutex))
+		if (!strcmp(s->name, name))
+			return s;
+	return NULL;
+}
+
+/* After the scope left its list and an SRCU grace period passed. */
+static void tc_canon_scope_free(struct tc_canon_scope *s)
+{
+	/* Waits for reads in flight. */
+	truncate_inode_pages_final(s->inode->i_mapping);
+	iput(s->inode);
+	kfree(s);
+}
+
+/*
+ * Unpublish @cfs and free it with every scope left in it; called with
+ * tc_canon_mutex held.
+ */
+static void tc_canon_fs_free(struct tc_canon_fs *cfs)
+{
+	struct tc_canon_scope *s, *tmp;
+
+	list_del(&cfs->node);
+	rcu_assign_pointer(cfs->fs_info->canon, NULL);
+	/* Sleeping holders (reads, hooks), then resolvers (under RCU). */
+	synchronize_srcu(&tc_canon_srcu);
+	synchronize_rcu();
+	list_for_each_entry_safe(s, tmp, &cfs->scopes, node)
+		tc_canon_scope_free(s);
+	xa_destroy(&cfs->subvols);
+	kfree(cfs);
+	page_alias_disable();
+	btrfs_canon_disable();
+}
+
+static void tc_canon_hook_close(struct btrfs_fs_info *fs_info)
+{
+	struct tc_canon_fs *cfs;
+
+	mutex_lock(&tc_canon_mutex);
+	cfs = tc_canon_fs_of(fs_info);
+	if (cfs)
+		tc_canon_fs_free(cfs);
+	mutex_unlock(&tc_canon_mutex);
+}
+
+static const struct btrfs_canon_ops tc_canon_btrfs_ops = {
+	.reserved	= tc_canon_hook_reserved,
+	.unpinned	= tc_canon_hook_unpinned,
+	.close		= tc_canon_hook_close,
+};
+
+static struct inode *tc_canon_new_inode(struct tc_canon_scope *s)
+{
+	struct inode *inode = alloc_anon_inode(tc_canon_mnt->mnt_sb);
+	struct address_space *mapping;
+
+	if (IS_ERR(inode))
+		return inode;
+	inode->i_private = s;
+	inode->i_size = MAX_LFS_FILESIZE;
+	mapping = inode->i_mapping;
+	mapping->a_ops = &tc_canon_aops;
+	/* Reads look checksums up in btrfs trees: no reclaim into file systems. */
+	mapping_set_gfp_mask(mapping, mapping_gfp_constraint(mapping, ~__GFP_FS));
+	return inode;
+}
+
+/* A new file system state; tc_canon_mutex held. */
+static struct tc_canon_fs *tc_canon_fs_new(struct btrfs_fs_info *fs_info)
+{
+	struct tc_canon_fs *cfs = kzalloc(sizeof(*cfs), GFP_KERNEL);
+
+	if (!cfs)
+		return NULL;
+	cfs->fs_info = fs_info;
+	atomic64_set(&cfs->gen, 0);
+	INIT_LIST_HEAD(&cfs->scopes);
+	xa_init(&cfs->subvols);
+	btrfs_canon_enable();
+	page_alias_enable();
+	rcu_assign_pointer(fs_info->canon, cfs);
+	list_add_tail(&cfs->node, &tc_canon_filesystems);
+	return cfs;
+}
+
+/* A new scope of @cfs, with its canonical mapping; tc_canon_mutex held. */
+static struct tc_canon_scope *tc_canon_scope_new(struct tc_canon_fs *cfs,
+						 const char *name)
+{
+	struct tc_canon_scope *s = kzalloc(sizeof(*s), GFP_KERNEL);
+	struct inode *inode;
+
+	if (!s)
+		return NULL;
+	strscpy(s->name, name, sizeof(s->name));
+	inode = tc_canon_new_inode(s);
+	if (IS_ERR(inode)) {
+		kfree(s);
+		return NULL;
+	}
+	s->inode = inode;
+	s->cfs = cfs;
+	list_add_tail_rcu(&s->node, &cfs->scopes);
+	return s;
+}
+
+/*
+ * Free @s if no subvolume is in it any more, and @cfs with its last
+ * scope; tc_canon_mutex held.
+ */
+static void tc_canon_put_empty(struct tc_canon_fs *cfs,
+			       struct tc_canon_scope *s)
+{
+	if (s && !s->nr_subvols) {
+		list_del_rcu(&s->node);
+		if (list_empty(&cfs->scopes)) {
+			tc_canon_fs_free(cfs);	/* waits for readers */
+		} else {
+			synchronize_srcu(&tc_canon_srcu);
+			synchronize_rcu();
+		}
+		tc_canon_scope_free(s);
+	} else if (list_empty(&cfs->scopes)) {
+		tc_canon_fs_free(cfs);
+	}
+}
+
+/**
+ * tc_canon_enable - put a subvolume's files in a sharing scope
+ * @inode: an inode of the subvolume (the caller holds a reference to a
+ *	mount of its file system)
+ * @name: the scope (tc_canon_scope_name_valid()), made with its canonical
+ *	mapping if the file system has none of that name
+ *
+ * Return: 0; -EEXIST if the subvolume is in a scope already; -EINVAL for a
+ * bad name or a file system that is not btrfs; -EOPNOTSUPP for one that
+ * cannot share extents (tc_canon_fs_eligible()); -ENOMEM.
+ */
+int tc_canon_enable(struct inode *inode, const char *name)
+{
+	struct super_block *sb = inode->i_sb;
+	struct tc_canon_scope *s;
+	struct tc_canon_fs *cfs;
+	u64 subvol;
+	int ret;
+
+	ret = tc_canon_fs_eligible(sb);
+	if (ret)
+		return ret;
+	if (!tc_canon_scope_name_valid(name))
+		return -EINVAL;
+	subvol = btrfs_root_id(BTRFS_I(inode)->root);
+
+	mutex_lock(&tc_canon_mutex);
+	cfs = tc_canon_fs_of(btrfs_sb(sb));
+	if (cfs && xa_load(&cfs->subvols, subvol)) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if (!cfs)
+		cfs = tc_canon_fs_new(btrfs_sb(sb));
+	if (!cfs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	s = tc_canon_find(cfs, name);
+	if (!s)
+		s = tc_canon_scope_new(cfs, name);
+	if (s)
+		ret = xa_err(xa_store(&cfs->subvols, subvol, s, GFP_KERNEL));
+	else
+		ret = -ENOMEM;
+	if (!ret)
+		s->nr_subvols++;
+	else
+		tc_canon_put_empty(cfs, s);
+out:
+	mutex_unlock(&tc_canon_mutex);
+	return ret;
+}
+
+/**
+ * tc_canon_disable - take a subvolume's files out of a scope
+ * @inode: an inode of the subvolume
+ * @name: the scope it is in
+ *
+ * The scope goes with its last subvolume (waiting for its users and its
+ * reads in flight), and the file system's state with its last scope.
+ * Aliases to the scope's pages left in files resolve to nothing from then
+ * on, and those pages are read again.
+ *
+ * Return: 0, or -ENOENT if the subvolume is not in that scope.
+ */
+int tc_canon_disable(struct inode *inode, const char *name)
+{
+	struct tc_canon_scope *s = NULL;
+	struct tc_canon_fs *cfs;
+	u64 subvol;
+
+	if (inode->i_sb->s_magic != BTRFS_SUPER_MAGIC)
+		return -ENOENT;
+	subvol = btrfs_root_id(BTRFS_I(inode)->root);
+	mutex_lock(&tc_canon_mutex);
+	cfs = tc_canon_fs_of(btrfs_sb(inode->i_sb));
+	if (cfs)
+		s = xa_load(&cfs->subvols, subvol);
+	if (s && !strcmp(s->name, name)) {
+		xa_erase(&cfs->subvols, subvol);
+		s->nr_subvols--;
+		tc_canon_put_empty(cfs, s);
+	} else {
+		s = NULL;
+	}
+	mutex_unlock(&tc_canon_mutex);
+	return s ? 0 : -ENOENT;
+}
+
+/* Is @inode's subvolume in a sharing scope? */
+bool tc_canon_in_scope(struct inode *inode)
+{
+	bool in;
+
+	if (!static_branch_unlikely(&btrfs_canon_key))
+		return false;
+	rcu_read_lock();
+	in = tc_canon_scope_of(inode);
+	rcu_read_unlock();
+	return in;
+}
+
+/**
+ * tc_canon_hold - the scope of a file, held across sleeps until released
+ * @inode: a file
+ * @srcu_idx: set to what tc_canon_release() needs
+ *
+ * Disabling the scope waits for the holder.
+ *
+ * Return: the scope, or NULL (then nothing is held).
+ */
+struct tc_canon_scope *tc_canon_hold(struct inode *inode, int *srcu_idx)
+{
+	struct tc_canon_scope *s;
+
+	if (!static_branch_unlikely(&btrfs_canon_key))
+		return NULL;
+	*srcu_idx = srcu_read_lock(&tc_canon_srcu);
+	s = tc_canon_scope_of(inode);
+	if (!s)
+		srcu_read_unlock(&tc_canon_srcu, *srcu_idx);
+	return s;
+}
+
+void tc_canon_release(int srcu_idx)
+{
+	srcu_read_unlock(&tc_canon_srcu, srcu_idx);
+}
+
+void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
+{
+	st->pages = READ_ONCE(s->inode->i_mapping->nrpages);
+	st->reads = atomic64_read(&s->reads);
+	st->read_failures = atomic64_read(&s->read_failures);
+	st->invalidations = atomic64_read(&s->invalidations);
+	st->aliased = atomic64_read(&s->aliased);
+	st->resolved = atomic64_read(&s->resolved);
+}
+
+/**
+ * tc_canon_show - every scope, a line each, for sysfs
+ * @buf: a sysfs page
+ *
+ * "<fsid> <scope> pages <n> reads <n> read_failures <n> invalidations <n>
+ * aliased <n> resolved <n> subvolumes <id>...": what does not fit in the
+ * page is left out.
+ *
+ * Return: the bytes written.
+ */
+ssize_t tc_canon_show(char *buf)
+{
+	struct tc_canon_stats st;
+	struct tc_canon_scope *s;
+	struct tc_canon_fs *cfs;
+	int len = 0;
+
+	mutex_lock(&tc_canon_mutex);
+	list_for_each_entry(cfs, &tc_canon_filesystems, node) {
+		list_for_each_entry(s, &cfs->scopes, node) {
+			struct tc_canon_scope *in;
+			unsigned long id;
+
+			tc_canon_scope_stats(s, &st);
+			len += sysfs_emit_at(buf, len,
+					     "%pU %s pages %lu reads %llu read_failures %llu invalidations %llu aliased %llu resolved %llu subvolumes",
+					     cfs->fs_info->fs_devices->fsid, s->name,
+					     st.pages, st.reads, st.read_failures,
+					     st.invalidations, st.aliased,
+					     st.resolved);
+			xa_for_each(&cfs->subvols, id, in)
+				if (in == s)
+					len += sysfs_emit_at(buf, len, " %lu", id);
+			len += sysfs_emit_at(buf, len, "\n");
+		}
+	}
+	mutex_unlock(&tc_canon_mutex);
+	return len;
+}
+
+static int tc_canon_init_fs_context(struct fs_context *fc)
+{
+	return init_pseudo(fc, TC_CANON_MAGIC) ? 0 : -ENOMEM;
+}
+
+static struct file_system_type tc_canon_fs_type = {
+	.name		= "totalcow_canon",
+	.init_fs_context = tc_canon_init_fs_context,
+	.kill_sb	= kill_anon_super,
+};
+
+static int __init tc_canon_init(void)
+{
+	tc_canon_mnt = kern_mount(&tc_canon_fs_type);
+	if (IS_ERR(tc_canon_mnt))
+		return PTR_ERR(tc_canon_mnt);
+	btrfs_canon_register(&tc_canon_btrfs_ops);
+	return 0;
+}
+fs_initcall(tc_canon_init);
+
+#ifdef CONFIG_TOTALCOW_SHARE_KUNIT_TEST
+#include "totalcow_canon_kunit.c"
+#endif

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Shared extents, the page-alias policy's half (docs/design.md, "Shared
+ * extents, declared or not"). A file whose subvolume is in a sharing
+ * scope (extents/enable) gets, on a read miss, aliases to the scope's
+ * canonical pages (totalcow-canon.c) for the pages its extent map proves
+ * are bytes of a data extent; a read resolves them through the file's
+ * extent map as it is then; a write or a fault gets a private copy. Group
+ * members are shared with their template as before (totalcow-share.c,
+ * which calls in here for every other file).
+ *
+ * A miss, for a window of two aligned blocks around the page asked for:
+ * 1. reads the file's alias count and the scope's generation, then takes
+ *    the mapping's invalidate_lock (shared), so that truncation cannot
+ *    pass between the proof and the store;
+ * 2. proves the pages (tc_canon_prove()): each empty slot, or one holding
+ *    an alias of ours whose canonical page was reclaimed, whose page the
+ *    extent map puts at a logical address;
+ * 3. reads the canonical pages not in memory, run by run of adjacent
+ *    addresses, and waits for the reads it started and for the pages its
+ *    reader asked for; never for another reader's read of a page it did
+ *    not ask for, which may run at that reader's throttled rate;
+ * 4. stores aliases in the empty slots whose canonical page is uptodate,
+ *    unless a data range was handed out since the proof began
+ *    (tc_canon_unchanged()) or a folio left the mapping (the alias count,
+ *    checked by filemap_add_page_aliases()).
+ * Pages it does not alias are read into the file's own page cache as
+ * without sharing.
+ */
+
+#include <linux/bitmap.h>
+#include <linux/highmem.h>
+#include <linux/pagemap.h>
+#include <linux/page_alias.h>
+#include <linux/pagevec.h>
+#include <linux/slab.h>
+
+#include "totalcow-canon.h"
+#include "totalcow-extent-share.h"
+
+/* Pages one miss proves and aliases: two aligned blocks. */
+#define TC_EXTENT_WINDOW	(2 * PAGE_ALIAS_BLOCK)
+
+/*
+ * Slots of [@index, @index + @nr): bit set in @empty if empty or holding
+ * a workingset shadow; in @ours if holding an alias to a canonical page.
+ * A slot with a folio or another alias is in neither.
+ */
+static void tc_extent_slots(struct address_space *mapping, pgoff_t index,
+			    unsigned long nr, unsigned long *empty,
+			    unsigned long *ours)
+{
+	XA_STATE(xas, &mapping->i_pages, index);
+	pgoff_t first, stop;
+	void *entry;
+
+	bitmap_fill(empty, nr);
+	bitmap_zero(ours, nr);
+	rcu_read_lock();
+	xas_for_each(&xas, entry, index + nr - 1) {
+		if (xas_retry(&xas, entry))
+			continue;
+		if (xa_is_value(entry) && !xa_is_page_alias(entry))
+			continue;
+		stop = 1UL << xas_get_order(&xas);
+		first = max(round_down(xas.xa_index, stop), index);
+		stop = min(round_down(xas.xa_index, stop) + stop, index + nr);
+		bitmap_clear(empty, first - index, stop - first);
+		if (xa_is_page_alias(entry) && tc_extent_alias(entry))
+			bitmap_set(ours, first - index, stop - first);
+	}
+	rcu_read_unlock();
+}
+
+/*
+ * Start the reads of the canonical pages of the slots in @want, a run of
+ * adjacent logical addresses at a time; set in @added the slots whose
+ * read this call started.
+ */
+static void tc_extent_read(struct tc_canon_scope *s, const u64 *logicals,
+			   const unsigned long *want, unsigned long nr,
+			   unsigned long *added)
+{
+	DECLARE_BITMAP(run_added, TC_EXTENT_WINDOW);
+	unsigned long i, run, j;
+
+	bitmap_zero(added, nr);
+	for (i = find_first_bit(want, nr); i < nr;
+	     i = find_next_bit(want, nr, run)) {
+		for (run = i + 1; run < nr && test_bit(run, want) &&
+		     logicals[run] == logicals[run - 1] + PAGE_SIZE; run++)
+			;
+		tc_canon_readahead(s, logicals[i], run - i, run_added);
+		for_each_set_bit(j, run_added, run - i)
+			__set_bit(i + j, added);
+	}
+}
+
+/*
+ * Wait for the canonical pages of @want whose read this miss started
+ * (@added) or that its reader asked for ([@need_first, @need_end) of the
+ * window); set in @ready those uptodate by then.
+ */
+static void tc_extent_wait(struct tc_canon_scope *s, const u64 *logicals,
+			   const unsigned long *want, unsigned long nr,
+			   const unsigned long *added, unsigned long need_first,
+			   unsigned long need_end, unsigned long *ready)
+{
+	struct address_space *cmapping = tc_canon_mapping(s);
+	unsigned long i;
+
+	bitmap_zero(ready, nr);
+	for_each_set_bit(i, want, nr) {
+		struct folio *folio;
+
+		folio = filemap_get_folio(cmapping, logicals[i] >> PAGE_SHIFT);
+		if (IS_ERR(folio))
+			continue;
+		if (test_bit(i, added) || (i >= need_first && i < need_end))
+			if (folio_wait_locked_killable(folio)) {
+				folio_put(folio);
+				break;
+			}
+		if (folio_test_uptodate(folio) && !folio_test_large(folio))
+			__set_bit(i, ready);
+		folio_put(folio);
+	}
+}
+
+/**
+ * tc_extent_read_miss - ->read_miss for a file that is not a group member
+ * @file: the file read
+ * @mapping: its mapping
+ * @index: the first page the reader wants
+ * @end: one past the last
+ *
+ * Return: true if page @index is an alias to an uptodate canonical page
+ * now (the read resolves it); false to read the file's own pages.
+ */
+bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
+			 pgoff_t index, pgoff_t end)
+{
+	DECLARE_BITMAP(empty, TC_EXTENT_WINDOW);
+	DECLARE_BITMAP(want, TC_EXTENT_WINDOW);
+	DECLARE_BITMAP(added, TC_EXTENT_WINDOW);
+	DECLARE_BITMAP(ready, TC_EXTENT_WINDOW);
+	struct inode *inode = mapping->host;
+	unsigned long nr = TC_EXTENT_WINDOW, seq;
+	pgoff_t first = round_down(index, PAGE_ALIAS_BLOCK);
+	struct tc_canon_scope *s;
+	bool handled = false;
+	long aliased = 0;
+	u64 *logicals;
+	u64 gen;
+	int idx;
+
+	if (first > ULONG_MAX - nr)
+		return false;
+	s = tc_canon_hold(inode, &idx);
+	if (!s)
+		return false;
+	logicals = kmalloc_array(nr, sizeof(*logicals), GFP_KERNEL);
+	if (!logicals)
+		goto out;
+	gen = tc_canon_gen(s);
+	seq = filemap_page_alias_seq(mapping);
+	filemap_invalidate_lock_shared(mapping);
+	if (!tc_canon_prove(inode, first, nr, logicals, want))
+		goto unlock;
+	tc_extent_slots(mapping, first, nr, empty, ready);
+	bitmap_or(ready, ready, empty, nr);
+	bitmap_and(want, want, ready, nr);
+	if (bitmap_empty(want, nr))
+		goto unlock;
+	tc_extent_read(s, logicals, want, nr, added);
+	tc_extent_wait(s, logicals, want, nr, added, index - first,
+		       min_t(pgoff_t, end, first + nr) - first, ready);
+	handled = test_bit(index - first, ready);
+	/* A data range handed out since the proof: it may be another's now. */
+	if (!tc_canon_unchanged(s, gen)) {
+		handled = handled && !test_bit(index - first, empty);
+		goto unlock;
+	}
+	bitmap_and(ready, ready, empty, nr);
+	if (!bitmap_empty(ready, nr)) {
+		aliased = filemap_add_page_aliases(mapping, first, nr, ready,
+						   xa_mk_page_alias(TC_EXTENT_ALIAS_DATA),
+						   seq);
+		if (aliased < 0) {
+			/* Nothing stored: only an alias that was there serves. */
+			handled = handled && !test_bit(index - first, empty);
+			aliased = 0;
+		}
+	}
+unlock:
+	filemap_invalidate_unlock_shared(mapping);
+	tc_canon_count(s, aliased);
+	kfree(logicals);
+out:
+	tc_canon_release(idx);
+	return handled;
+}
+
+/* ->resolve for an alias to a canonical page, under RCU. */
+unsigned int tc_extent_resolve(struct address_space *mapping, pgoff_t index,
+			       pgoff_t last, struct folio_batch *fbatch)
+{
+	return tc_canon_folios(mapping->host, index, last, fbatch);
+}
+
+/*
+ * ->broken for an alias to a canonical page: a private copy of it, or
+ * nothing for a whole-page overwrite. A folio left not uptodate (the
+ * canonical page was reclaimed) is read from the file's own extent, which
+ * holds the same bytes.
+ */
+void tc_extent_broken(struct address_space *mapping, struct folio *folio,
+		      bool overwrite)
+{
+	struct folio_batch fbatch;
+
+	if (overwrite || folio_test_large(folio))
+		return;
+	folio_batch_init(&fbatch);
+	rcu_read_lock();
+	tc_canon_folios(mapping->host, folio->index, folio->index, &fbatch);
+	rcu_read_unlock();
+	if (folio_batch_count(&fbatch)) {
+		folio_copy(folio, fbatch.folios[0]);
+		folio_mark_uptodate(folio);
+		folio_batch_release(&fbatch);
+	}
+}

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * KUnit tests for the canonical data cache (included at the end of
+ * totalcow-canon.c): which pages of a file have a canonical address, scope
+ * names, and how a reservation or an unpin drops a range of a real
+ * canonical mapping.
+ */
+
+#include <kunit/test.h>
+#include <linux/completion.h>
+#include <linux/delay.h>
+#include <linux/kthread.h>
+#include <linux/swap.h>
+
+#define MIB (1024 * 1024ULL)
+
+static struct extent_map tc_canon_em(u64 start, u64 len, u64 disk,
+				     u64 disk_len, u64 offset)
+{
+	struct extent_map em = {
+		.start = start, .len = len, .disk_bytenr = disk,
+		.disk_num_bytes = disk_len, .offset = offset,
+		.ram_bytes = disk_len,
+	};
+
+	return em;
+}
+
+static void tc_canon_logical_regular(struct kunit *test)
+{
+	struct extent_map em = tc_canon_em(MIB, MIB, 100 * MIB, 2 * MIB, 4096);
+	u64 l = 0;
+
+	/* File offset MIB is byte 4096 of the extent. */
+	KUNIT_EXPECT_TRUE(test, tc_canon_logical(&em, MIB, &l));
+	KUNIT_EXPECT_EQ(test, l, 100 * MIB + 4096);
+	KUNIT_EXPECT_TRUE(test, tc_canon_logical(&em, 2 * MIB - PAGE_SIZE, &l));
+	KUNIT_EXPECT_EQ(test, l, 100 * MIB + 4096 + MIB - PAGE_SIZE);
+	/* Outside the map, or not a page offset. */
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, MIB - PAGE_SIZE, &l));
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 2 * MIB, &l));
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, MIB + 512, &l));
+}
+
+static void tc_canon_logical_refuses(struct kunit *test)
+{
+	struct extent_map em;
+	u64 l = 1;
+
+	em = tc_canon_em(0, MIB, EXTENT_MAP_HOLE, 0, 0);
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
+	em = tc_canon_em(0, PAGE_SIZE, EXTENT_MAP_INLINE, 0, 0);
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
+	em = tc_canon_em(0, MIB, 100 * MIB, MIB, 0);
+	em.flags |= EXTENT_FLAG_PREALLOC;
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
+	em = tc_canon_em(0, MIB, 100 * MIB, 64 * 1024, 0);
+	em.ram_bytes = MIB;
+	em.flags |= EXTENT_FLAG_COMPRESS_ZSTD;
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
+	/* A reflink at an offset that is not a page into the extent. */
+	if (PAGE_SIZE > 4096) {
+		em = tc_canon_em(0, MIB, 100 * MIB, 2 * MIB, 4096);
+		KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
+	}
+	/* The map ends inside the page. */
+	em = tc_canon_em(0, PAGE_SIZE / 2, 100 * MIB, MIB, 0);
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
+	KUNIT_EXPECT_EQ(test, l, 1ULL);
+}
+
+static void tc_canon_logical_merged_map(struct kunit *test)
+{
+	/* Two extents adjacent on disk, merged in the file's map cache. */
+	struct extent_map em = tc_canon_em(0, 2 * MIB, 100 * MIB, 2 * MIB, 0);
+	u64 l = 0;
+
+	em.flags |= EXTENT_FLAG_MERGED;
+	KUNIT_EXPECT_TRUE(test, tc_canon_logical(&em, MIB + PAGE_SIZE, &l));
+	KUNIT_EXPECT_EQ(test, l, 101 * MIB + PAGE_SIZE);
+}
+
+static void tc_canon_scope_names(struct kunit *test)
+{
+	static const char longest[] = "abcdefghijklmnopqrstuvwxyz012345";
+	static const char too_long[] = "abcdefghijklmnopqrstuvwxyz0123456";
+
+	KUNIT_EXPECT_TRUE(test, tc_canon_scope_name_valid("default"));
+	KUNIT_EXPECT_TRUE(test, tc_canon_scope_name_valid("tenant-a_1.2"));
+	KUNIT_EXPECT_TRUE(test, tc_canon_scope_name_valid(longest));
+	KUNIT_EXPECT_FALSE(test, tc_canon_scope_name_valid(""));
+	KUNIT_EXPECT_FALSE(test, tc_canon_scope_name_valid(too_long));
+	KUNIT_EXPECT_FALSE(test, tc_canon_scope_name_valid("a/b"));
+	KUNIT_EXPECT_FALSE(test, tc_canon_scope_name_valid("a b"));
+	KUNIT_EXPECT_FALSE(test, tc_canon_scope_name_valid("a\n"));
+}
+
+/* A scope of a file system that is not there: its mapping is real. */
+struct tc_canon_test_scope {
+	struct tc_canon_fs cfs;
+	struct tc_canon_scope s;
+};
+
+static struct tc_canon_test_scope *tc_canon_test_scope(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
+	struct inode *inode;
+
+	KUNIT_ASSERT_NOT_NULL(test, t);
+	INIT_LIST_HEAD(&t->cfs.scopes);
+	t->s.cfs = &t->cfs;
+	inode = tc_canon_new_inode(&t->s);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(inode));
+	t->s.inode = inode;
+	list_add_tail_rcu(&t->s.node, &t->cfs.scopes);
+	return t;
+}
+
+static void tc_canon_test_scope_free(struct tc_canon_test_scope *t)
+{
+	truncate_inode_pages_final(t->s.inode->i_mapping);
+	iput(t->s.inode);
+}
+
+/* Put uptodate, unlocked pages at @first..@last. */
+static void tc_canon_fill(struct kunit *test, struct tc_canon_test_scope *t,
+			  pgoff_t first, pgoff_t last)
+{
+	struct address_space *mapping = t->s.inode->i_mapping;
+	pgoff_t i;
+
+	for (i = first; i <= last; i++) {
+		struct folio *folio = filemap_alloc_folio(GFP_KERNEL, 0);
+
+		KUNIT_ASSERT_NOT_NULL(test, folio);
+		KUNIT_ASSERT_EQ(test, filemap_add_folio(mapping, folio, i,
+							GFP_KERNEL), 0);
+		folio_mark_uptodate(folio);
+		folio_unlock(folio);
+		folio_put(folio);
+	}
+	/* New folios wait in this CPU's LRU batch, with a reference. */
+	lru_add_drain();
+}
+
+static bool tc_canon_has(struct tc_canon_test_scope *t, pgoff_t index)
+{
+	struct folio *folio = filemap_get_folio(t->s.inode->i_mapping, index);
+
+	if (IS_ERR(folio))
+		return false;
+	folio_put(folio);
+	return true;
+}
+
+static void tc_canon_forget_srcu(struct tc_canon_fs *cfs, u64 start, u64 len,
+				 bool wait)
+{
+	int idx = srcu_read_lock(&tc_canon_srcu);
+
+	tc_canon_forget(cfs, start, len, wait);
+	srcu_read_unlock(&tc_canon_srcu, idx);
+}
+
+static void tc_canon_reservation_drops_its_range(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	u64 gen = tc_canon_gen(&t->s);
+	pgoff_t i;
+
+	tc_canon_fill(test, t, 10, 20);
+	/* Not page aligned: every page the range touches goes. */
+	tc_canon_forget_srcu(&t->cfs, ((u64)12 << PAGE_SHIFT) + 512,
+			     2 * PAGE_SIZE, true);
+	for (i = 10; i <= 20; i++)
+		KUNIT_EXPECT_EQ_MSG(test, tc_canon_has(t, i), i < 12 || i > 14,
+				    "page %lu", i);
+	KUNIT_EXPECT_EQ(test, t->s.inode->i_mapping->nrpages, 8UL);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&t->s.invalidations), 3LL);
+	KUNIT_EXPECT_FALSE(test, tc_canon_unchanged(&t->s, gen));
+	KUNIT_EXPECT_TRUE(test, tc_canon_unchanged(&t->s, tc_canon_gen(&t->s)));
+	tc_canon_test_scope_free(t);
+}
+
+static void tc_canon_unpin_skips_reads_in_flight(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	u64 gen = tc_canon_gen(&t->s);
+	struct folio *folio;
+
+	tc_canon_fill(test, t, 0, 3);
+	folio = filemap_lock_folio(t->s.inode->i_mapping, 2);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(folio));
+	tc_canon_forget_srcu(&t->cfs, 0, 4 * PAGE_SIZE, false);
+	/* An unpin is a hint: the generation stays, a locked page stays. */
+	KUNIT_EXPECT_TRUE(test, tc_canon_unchanged(&t->s, gen));
+	KUNIT_EXPECT_TRUE(test, tc_canon_has(t, 2));
+	KUNIT_EXPECT_EQ(test, t->s.inode->i_mapping->nrpages, 1UL);
+	folio_unlock(folio);
+	folio_put(folio);
+	tc_canon_forget_srcu(&t->cfs, 2 * PAGE_SIZE, PAGE_SIZE, false);
+	KUNIT_EXPECT_FALSE(test, tc_canon_has(t, 2));
+	tc_canon_test_scope_free(t);
+}
+
+struct tc_canon_forgetter {
+	struct tc_canon_fs *cfs;
+	struct completion done;
+};
+
+static int tc_canon_forget_thread(void *data)
+{
+	struct tc_canon_forgetter *f = data;
+
+	tc_canon_forget_srcu(f->cfs, 0, PAGE_SIZE, true);
+	complete(&f->done);
+	return 0;
+}
+
+static void tc_canon_reservation_waits_for_a_read(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	struct tc_canon_forgetter f = { .cfs = &t->cfs };
+	struct task_struct *task;
+	struct folio *folio;
+
+	init_completion(&f.done);
+	tc_canon_fill(test, t, 0, 0);
+	/* A read in flight holds the page locked. */
+	folio = filemap_lock_folio(t->s.inode->i_mapping, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(folio));
+	task = kthread_run(tc_canon_forget_thread, &f, "tc-canon-kunit");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	/* It must not drop the page under the read, nor return before. */
+	KUNIT_EXPECT_EQ(test, wait_for_completion_timeout(&f.done,
+							  msecs_to_jiffies(200)), 0UL);
+	KUNIT_EXPECT_PTR_EQ(test, folio->mapping, t->s.inode->i_mapping);
+	folio_unlock(folio);
+	wait_for_completion(&f.done);
+	/* The reservation came after the read began: the read's page goes. */
+	KUNIT_EXPECT_NULL(test, folio->mapping);
+	KUNIT_EXPECT_FALSE(test, tc_canon_has(t, 0));
+	folio_put(folio);
+	tc_canon_test_scope_free(t);
+}
+
+static void tc_canon_canonical_mapping_is_private(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	struct address_space *mapping = t->s.inode->i_mapping;
+
+	/* Nothing reclaims into a file system from under a checksum lookup. */
+	KUNIT_EXPECT_FALSE(test, mapping_gfp_mask(mapping) & __GFP_FS);
+	KUNIT_EXPECT_PTR_EQ(test, mapping->a_ops, &tc_canon_aops);
+	KUNIT_EXPECT_EQ(test, i_size_read(t->s.inode), (loff_t)MAX_LFS_FILESIZE);
+	KUNIT_EXPECT_PTR_EQ(test, t->s.inode->i_sb, tc_canon_mnt->mnt_sb);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(tc_canon_read(&t->s, 4096 + 512)),
+			(long)-EINVAL);
+	tc_canon_test_scope_free(t);
+}
+
+static struct kunit_case tc_canon_cases[] = {
+	KUNIT_CASE(tc_canon_logical_regular),
+	KUNIT_CASE(tc_canon_logical_refuses),
+	KUNIT_CASE(tc_canon_logical_merged_map),
+	KUNIT_CASE(tc_canon_scope_names),
+	KUNIT_CASE(tc_canon_reservation_drops_its_range),
+	KUNIT_CASE(tc_canon_unpin_skips_reads_in_flight),
+	KUNIT_CASE(tc_canon_reservation_waits_for_a_read),
+	KUNIT_CASE(tc_canon_canonical_mapping_is_private),
+	{}
+};
+
+static struct kunit_suite tc_canon_suite = {
+	.name = "totalcow-canon",
+	.test_cases = tc_canon_cases,
+};
+
+kunit_test_suite(tc_canon_suite);

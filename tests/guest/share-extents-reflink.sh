@@ -1,0 +1,140 @@
+#!/bin/bash
+# Shared extents without a group (issue 34 item 2): files that share disk
+# extents keep one copy of those pages in memory when their subvolume is
+# in a sharing scope (/sys/kernel/mm/totalcow/extents/).
+#
+#   share-extents-reflink.sh [MIB]   (default 64)
+#
+# 1. 8 reflinked copies (cp --reflink) of a MIB MiB file, each read once,
+#    cold: page cache and device reads x the file, with the scope and,
+#    in the same run, without it (stock: 8x / 8x).
+# 2. 8 writable snapshots of a writable subvolume, each in the scope,
+#    their file read once: the same two ratios.
+# 3. Writes on both sides after the copies were read: the original
+#    written in place, a copy written, a snapshot and its source written:
+#    every file reads its own bytes, before and after drop_caches.
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+mib=${1:-64}
+x=/sys/kernel/mm/totalcow/extents
+mnt=/mnt/btrfs
+bytes=$((mib << 20))
+sum() { sha256sum < "$1" | cut -d' ' -f1; }
+field() {
+	awk -v s="$1" -v f="$2" '$2 == s { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+
+btrfs_mount /dev/$DISK0 $mnt
+btrfs -q subvolume create $mnt/copies
+make_file $mnt/copies/orig "$mib" orig
+for i in 1 2 3 4 5 6 7 8; do
+	cp --reflink=always $mnt/copies/orig $mnt/copies/c$i
+done
+btrfs -q subvolume create $mnt/w
+make_file $mnt/w/file "$mib" snap
+for i in 1 2 3 4 5 6 7 8; do
+	btrfs -q subvolume snapshot $mnt/w $mnt/s$i
+done
+sync
+orig=$(sum $mnt/copies/orig)
+snap=$(sum $mnt/w/file)
+
+# read_all LABEL FILE...: read each file once, cold; print and keep the
+# page cache and device reads x the file.
+read_all() {
+	local label=$1 pc0 rd0 pc1 rd1 f
+	shift
+	drop_caches
+	pc0=$(page_cache_bytes) rd0=$(sectors_read $DISK0)
+	for f in "$@"; do
+		cat "$f" > /dev/null
+	done
+	pc1=$(page_cache_bytes) rd1=$(sectors_read $DISK0)
+	mem=$(ratio $((pc1 - pc0)) $bytes)
+	reads=$(ratio $(((rd1 - rd0) * 512)) $bytes)
+	echo "$label: page cache ${mem}x, device reads ${reads}x the file"
+}
+
+copies=($mnt/copies/c{1..8})
+snaps=($mnt/s{1..8}/file)
+read_all "reflinks, stock" "${copies[@]}"
+stock_mem=$mem stock_reads=$reads
+read_all "snapshots, stock" "${snaps[@]}"
+stock_smem=$mem stock_sreads=$reads
+
+echo "default $mnt/copies" > $x/enable
+for i in 1 2 3 4 5 6 7 8; do
+	echo "default $mnt/s$i" > $x/enable
+done
+read_all "reflinks, shared" "${copies[@]}"
+echo "reflinks: shared ${mem}x memory ${reads}x reads; stock ${stock_mem}x ${stock_reads}x"
+awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m <= 1.01 && r <= 1.01) }' ||
+	die "reflinked copies not shared: $(cat $x/scopes)"
+for f in "${copies[@]}"; do
+	[ "$(sum "$f")" = "$orig" ] || die "$f read back wrong while shared"
+done
+read_all "snapshots, shared" "${snaps[@]}"
+echo "snapshots: shared ${mem}x memory ${reads}x reads; stock ${stock_smem}x ${stock_sreads}x"
+awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m <= 1.01 && r <= 1.01) }' ||
+	die "snapshots not shared: $(cat $x/scopes)"
+for f in "${snaps[@]}"; do
+	[ "$(sum "$f")" = "$snap" ] || die "$f read back wrong while shared"
+done
+[ "$(field default aliased)" -gt 0 ] && [ "$(field default resolved)" -gt 0 ] ||
+	die "no aliases counted: $(cat $x/scopes)"
+echo "scopes: $(cat $x/scopes)"
+
+# Writes on both sides, with every file's pages shared in memory.
+for f in "${copies[@]}" "${snaps[@]}"; do cat "$f" > /dev/null; done
+# The original, in place (its extent is the copies'): a page, a partial
+# page, a run across a block, then through a shared mapping.
+dd if=/dev/urandom of=$mnt/copies/orig bs=4096 seek=3 count=1 conv=notrunc status=none
+dd if=/dev/urandom of=$mnt/copies/orig bs=100 seek=4097 count=3 conv=notrunc status=none
+dd if=/dev/urandom of=$mnt/copies/orig bs=4096 seek=60 count=10 conv=notrunc status=none
+python3 - "$mnt/copies/orig" <<'EOF'
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 1 << 20)
+m[8192 * 16:8192 * 16 + 5] = b"mmap!"
+m.flush()
+m.close()
+os.close(fd)
+EOF
+# A copy: overwritten at its start, truncated, extended.
+dd if=/dev/urandom of=$mnt/copies/c2 bs=1M count=1 conv=notrunc status=none
+truncate -s $((bytes / 2 + 1234)) $mnt/copies/c3
+truncate -s $bytes $mnt/copies/c3
+# A snapshot and its source.
+dd if=/dev/urandom of=$mnt/s1/file bs=4096 seek=7 count=2 conv=notrunc status=none
+dd if=/dev/urandom of=$mnt/w/file bs=4096 seek=9 count=1 conv=notrunc status=none
+declare -A want
+for f in "${copies[@]}" "${snaps[@]}" $mnt/copies/orig $mnt/w/file; do
+	want[$f]=$(sum "$f")
+done
+# What each file must hold, from an independent reading of the bytes.
+[ "${want[$mnt/copies/orig]}" != "$orig" ] || die "the original's writes were lost"
+for i in 1 4 5 6 7 8; do
+	[ "${want[$mnt/copies/c$i]}" = "$orig" ] || die "c$i changed by a write to another file"
+done
+[ "${want[$mnt/copies/c2]}" != "$orig" ] || die "c2's write was lost"
+cmp -s -n $((bytes / 2 + 1234)) $mnt/copies/c3 $mnt/copies/c1 || die "c3 below its truncation differs"
+[ "$(tail -c $((bytes / 2 - 1234)) $mnt/copies/c3 | tr -d '\0' | wc -c)" = 0 ] ||
+	die "c3 past its truncation is not zeros"
+for i in 2 3 4 5 6 7 8; do
+	[ "${want[$mnt/s$i/file]}" = "$snap" ] || die "s$i changed by a write to another file"
+done
+[ "${want[$mnt/s1/file]}" != "$snap" ] && [ "${want[$mnt/w/file]}" != "$snap" ] ||
+	die "a snapshot's write was lost"
+sync
+drop_caches
+for f in "${!want[@]}"; do
+	[ "$(sum "$f")" = "${want[$f]}" ] || die "$f reads back differently after drop_caches"
+done
+# Once more, shared again, cold: still every file's own bytes.
+for f in "${!want[@]}"; do cat "$f" > /dev/null; done
+for f in "${!want[@]}"; do
+	[ "$(sum "$f")" = "${want[$f]}" ] || die "$f reads back differently when shared again"
+done
+echo "writes: every file reads its own bytes"
+umount $mnt
+echo "share-extents-reflink: all checks passed"

@@ -1,0 +1,58 @@
+#!/bin/bash
+# Sharing scopes keep tenants apart (issue 34 item 1; docs/design.md,
+# "Opt-in, scopes and the side channel"): one 16 MiB extent referred to
+# by files in two subvolumes of scope tenant-a, one of scope tenant-b and
+# one in no scope. Read once each, cold: tenant-a keeps one copy for its
+# two files, tenant-b one of its own, the unscoped file its own page
+# cache: 3x the file in memory and 3x in device reads, never 1x, and
+# each scope's canonical mapping holds exactly the file's pages. A page
+# of tenant-b's is never the one tenant-a's files resolve to: dropping
+# tenant-b (extents/disable) leaves tenant-a's pages and every byte.
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+x=/sys/kernel/mm/totalcow/extents
+mnt=/mnt/btrfs
+mib=16
+bytes=$((mib << 20))
+pages=$((bytes / 4096))
+sum() { sha256sum < "$1" | cut -d' ' -f1; }
+field() {
+	awk -v s="$1" -v f="$2" '$2 == s { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
+}
+
+btrfs_mount /dev/$DISK0 $mnt
+for v in a1 a2 b none; do
+	btrfs -q subvolume create $mnt/$v
+done
+make_file $mnt/a1/f $mib scoped
+for v in a2 b none; do
+	cp --reflink=always $mnt/a1/f $mnt/$v/f
+done
+sync
+want=$(sum $mnt/a1/f)
+echo "tenant-a $mnt/a1" > $x/enable
+echo "tenant-a $mnt/a2" > $x/enable
+echo "tenant-b $mnt/b" > $x/enable
+
+drop_caches
+pc0=$(page_cache_bytes) rd0=$(sectors_read $DISK0)
+for v in a1 a2 b none; do
+	cat $mnt/$v/f > /dev/null
+done
+pc1=$(page_cache_bytes) rd1=$(sectors_read $DISK0)
+mem=$(awk -v d=$((pc1 - pc0)) -v b=$bytes 'BEGIN { printf "%.3f", d / b }')
+reads=$(awk -v d=$(((rd1 - rd0) * 512)) -v b=$bytes 'BEGIN { printf "%.3f", d / b }')
+echo "scopes: page cache ${mem}x, device reads ${reads}x the file for 4 files in 2 scopes and none"
+awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m >= 2.99 && m <= 3.02 && r >= 2.99 && r <= 3.02) }' ||
+	die "want 3x and 3x: $(cat $x/scopes)"
+[ "$(field tenant-a pages)" = $pages ] && [ "$(field tenant-b pages)" = $pages ] ||
+	die "each scope should hold the file once: $(cat $x/scopes)"
+[ "$(field tenant-a aliased)" -ge $((2 * pages)) ] && [ "$(field tenant-b aliased)" -ge $pages ] ||
+	die "files not aliased in their scopes: $(cat $x/scopes)"
+
+echo "tenant-b $mnt/b" > $x/disable
+[ "$(field tenant-a pages)" = $pages ] || die "tenant-a lost pages with tenant-b: $(cat $x/scopes)"
+for v in a1 a2 b none; do
+	[ "$(sum $mnt/$v/f)" = "$want" ] || die "$v/f read back wrong"
+done
+echo "scopes: tenant-b dropped, tenant-a kept $(field tenant-a pages) pages, every byte right"
+umount $mnt
