@@ -42,7 +42,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
 	check-x86 check-lanes torture-x86 torture-kcsan stock-kernels stock-kernel-check check-stock \
 	integration check check-quick demo bench-demo bench bench-dm-overhead bench-dm-cgroups \
-	bench-dm-miss bench-fleet-dm \
+	bench-dm-miss bench-fleet-dm bench-extents \
 	bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
@@ -256,6 +256,13 @@ bench-share-scale: $(KERNEL_BASE)
 	$(PYTHON) bench/share-scale
 	$(PYTHON) bench/readme
 
+# Shared extents without a group: reflinked copies and writable snapshots,
+# stock vs a sharing scope; memory per extra file (issue 34).
+bench-extents: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/extents
+	$(PYTHON) bench/readme
+
 # Container fleets: 16 clones of a Debian image per engine (LXC,
 # unprivileged LXC, systemd-nspawn, Podman), stock vs overlay vs TotalCOW
 # (tools/lxc/debian-rootfs debootstraps the image once, cached).
@@ -296,7 +303,7 @@ bench-goals:
 
 bench: bench-demo bench-dm-overhead bench-dm-miss bench-dm-cgroups bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases \
-	bench-share-cost bench-resolve-cost bench-share-scale bench-fleet bench-fleet-dm
+	bench-share-cost bench-resolve-cost bench-share-scale bench-extents bench-fleet bench-fleet-dm
 	$(PYTHON) bench/goals
 
 # Debian packages from debian/: dm-totalcow-dkms (module/dm/ as DKMS

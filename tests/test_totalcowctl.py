@@ -31,7 +31,8 @@ def ctl(*args, exe=CTL, tmp_path=None):
 
 SUBCOMMANDS = [("template", "add"), ("template", "del"), ("template", "list"),
                ("template", "refresh"), ("group", "create"), ("group", "auto"), ("group", "add"),
-               ("group", "del"), ("group", "list"), ("status",),
+               ("group", "del"), ("group", "list"), ("extents", "enable"),
+               ("extents", "disable"), ("extents", "list"), ("status",),
                ("container", "template"), ("container", "untemplate"),
                ("container", "join"), ("container", "leave"), ("container", "list"),
                ("container", "restore"), ("container", "hook")]
@@ -375,9 +376,10 @@ def test_status_shows_dmsetups_own_reason(tmp_path, fake_dm):
 
 
 @pytest.mark.parametrize("args,said", [
-    ((), "totalcowctl: missing command (choose from template, group, status, container)"),
+    ((), "totalcowctl: missing command (choose from template, group, extents, status, "
+         "container)"),
     (("foo",), "totalcowctl: invalid command 'foo' "
-               "(choose from template, group, status, container)"),
+               "(choose from template, group, extents, status, container)"),
     (("template", "foo"), "totalcowctl template: invalid command 'foo' "
                           "(choose from add, del, list, refresh)"),
     (("group",), "totalcowctl group: missing command "
@@ -584,3 +586,117 @@ def test_module_version_is_the_dkms_package_version():
     with open(os.path.join(dm, "dm-totalcow-target.c")) as f:
         module = re.findall(r'^MODULE_VERSION\("([^"]+)"\);$', f.read(), re.M)
     assert package and module == [package.group(1)]
+
+
+# extents: subvolumes in sharing scopes (tools/totalcow/extents.py)
+
+@pytest.fixture
+def fake_extents(tmp_path, monkeypatch):
+    """A sysfs extents/ directory whose enable and disable record what is
+    written, and fail for paths listed in `refuse` with the errno given."""
+    from totalcow import extents
+    base = tmp_path / "sysfs"
+    (base / "extents").mkdir(parents=True)
+    (base / "extents" / "scopes").write_text(
+        "e75ad9e5-6a78-4656-a494-a2eebb892d3d default pages 4096 reads 4096 read_failures 0 "
+        "invalidations 3 aliased 8192 resolved 9000 subvolumes 5 257\n"
+        "e75ad9e5-6a78-4656-a494-a2eebb892d3d tenant-b pages 0 reads 0 read_failures 1 "
+        "invalidations 0 aliased 0 resolved 0 subvolumes 258\n")
+    monkeypatch.setattr(extents, "SYSFS", str(base))
+    state = {"written": [], "refuse": {}}
+    real_open = open
+
+    def fake_open(path, mode="r", *args, **kw):
+        path = str(path)
+        name = os.path.basename(path)
+        if path.startswith(str(base / "extents")) and name in ("enable", "disable") \
+                and "w" in mode:
+            class W:
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *exc):
+                    return False
+
+                def write(self, text):
+                    scope, p = text.rstrip("\n").split(" ", 1)
+                    if (name, p) in state["refuse"]:
+                        e = state["refuse"][(name, p)]
+                        raise OSError(e, os.strerror(e))
+                    state["written"].append((name, scope, p))
+            return W()
+        return real_open(path, mode, *args, **kw)
+    monkeypatch.setattr("builtins.open", fake_open)
+    return state
+
+
+def test_extents_enable_writes_each_subvolume_path_to_the_scope(fake_extents, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b with space"
+    a.mkdir()
+    b.mkdir()
+    assert cli.main(["extents", "enable", "--scope", "tenant-a", str(a), str(b)]) == EX_OK
+    assert fake_extents["written"] == [("enable", "tenant-a", str(a)),
+                                       ("enable", "tenant-a", str(b))]
+    assert cli.main(["extents", "disable", str(a)]) == EX_OK
+    assert fake_extents["written"][-1] == ("disable", "default", str(a))
+
+
+def test_extents_enable_is_all_or_nothing(fake_extents, tmp_path, capsys):
+    import errno
+    a, b, c = (tmp_path / n for n in "abc")
+    for d in (a, b, c):
+        d.mkdir()
+    fake_extents["refuse"][("enable", str(c))] = errno.EEXIST
+    assert cli.main(["extents", "enable", str(a), str(b), str(c)]) == EX_FAIL
+    # a and b were enabled, then disabled again, last first.
+    assert fake_extents["written"] == [("enable", "default", str(a)),
+                                       ("enable", "default", str(b)),
+                                       ("disable", "default", str(b)),
+                                       ("disable", "default", str(a))]
+    err = capsys.readouterr().err
+    assert f"extents enable default {c}: its subvolume is in a scope already" in err
+
+
+@pytest.mark.parametrize("errno_name,code,said", [
+    ("EOPNOTSUPP", EX_NOTTC, "its file system cannot share extents"),
+    ("EPERM", 5, "Operation not permitted"),
+    ("EINVAL", EX_FAIL, "Invalid argument"),
+])
+def test_extents_refusals_keep_the_kernels_reason(fake_extents, tmp_path, capsys,
+                                                  errno_name, code, said):
+    import errno
+    fake_extents["refuse"][("enable", str(tmp_path))] = getattr(errno, errno_name)
+    assert cli.main(["extents", "enable", str(tmp_path)]) == code
+    assert said in capsys.readouterr().err
+
+
+def test_extents_disable_of_a_subvolume_not_in_the_scope(fake_extents, tmp_path, capsys):
+    import errno
+    fake_extents["refuse"][("disable", str(tmp_path))] = errno.ENOENT
+    assert cli.main(["extents", "disable", "--scope", "x", str(tmp_path)]) == EX_NOENT
+    assert "its subvolume is not in scope x" in capsys.readouterr().err
+
+
+def test_extents_list_reads_the_kernels_scopes(fake_extents, capsys):
+    assert cli.main(["extents", "list", "--json"]) == EX_OK
+    ss = json.loads(capsys.readouterr().out)
+    assert [(s["scope"], s["subvolumes"], s["pages"], s["aliased"]) for s in ss] == \
+        [("default", [5, 257], 4096, 8192), ("tenant-b", [258], 0, 0)]
+    assert cli.main(["extents", "list"]) == EX_OK
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split("\t")[1:4] == ["default", "subvolumes 5,257", "16.0 MiB cached"]
+
+
+@pytest.mark.parametrize("args,code,said", [
+    (("extents", "enable", "/tmp"), EX_NOTTC, "shared extents are not in this kernel "
+     "(/nonexistent/sysfs/extents is absent)"),
+    (("extents", "list"), EX_NOTTC, "shared extents are not in this kernel"),
+    (("extents", "enable", "/nonexistent"), EX_NOENT, "/nonexistent: no such file or directory"),
+    (("extents", "enable", "--scope", "a/b", "/tmp"), EX_USAGE, "invalid scope name"),
+    (("extents", "enable", "--scope", "x" * 33, "/tmp"), EX_USAGE, "invalid scope name"),
+    (("extents", "enable"), EX_USAGE, "the following arguments are required: PATH"),
+])
+def test_extents_errors_as_documented(args, code, said, tmp_path):
+    r = ctl(*args, tmp_path=tmp_path)
+    assert r.returncode == code, r.stderr
+    assert said in r.stderr, r.stderr

@@ -8,6 +8,7 @@
 # each scope's canonical mapping holds exactly the file's pages. A page
 # of tenant-b's is never the one tenant-a's files resolve to: dropping
 # tenant-b (extents/disable) leaves tenant-a's pages and every byte.
+# Scopes are set with totalcowctl extents (all or nothing) and sysfs.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 x=/sys/kernel/mm/totalcow/extents
 mnt=/mnt/btrfs
@@ -29,9 +30,19 @@ for v in a2 b none; do
 done
 sync
 want=$(sum $mnt/a1/f)
-echo "tenant-a $mnt/a1" > $x/enable
-echo "tenant-a $mnt/a2" > $x/enable
+ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
+ctl extents enable --scope tenant-a $mnt/a1 $mnt/a2 || die "extents enable tenant-a"
 echo "tenant-b $mnt/b" > $x/enable
+# All or nothing: a2 is in tenant-a, so none must not stay in x.
+if ctl extents enable --scope x $mnt/none $mnt/a2 2>/tmp/err; then
+	die "enabling a subvolume that is in another scope succeeded"
+fi
+grep -q "its subvolume is in a scope already" /tmp/err || die "totalcowctl said: $(cat /tmp/err)"
+ctl extents list --json | python3 -c '
+import json, sys
+ss = {s["scope"]: s["subvolumes"] for s in json.load(sys.stdin)}
+assert sorted(ss) == ["tenant-a", "tenant-b"] and len(ss["tenant-a"]) == 2, ss
+' || die "extents list: $(ctl extents list)"
 
 drop_caches
 pc0=$(page_cache_bytes) rd0=$(sectors_read $DISK0)
@@ -49,7 +60,7 @@ awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m >= 2.99 && m <= 3.02 && r >= 2.9
 [ "$(field tenant-a aliased)" -ge $((2 * pages)) ] && [ "$(field tenant-b aliased)" -ge $pages ] ||
 	die "files not aliased in their scopes: $(cat $x/scopes)"
 
-echo "tenant-b $mnt/b" > $x/disable
+ctl extents disable --scope tenant-b $mnt/b || die "extents disable tenant-b"
 [ "$(field tenant-a pages)" = $pages ] || die "tenant-a lost pages with tenant-b: $(cat $x/scopes)"
 for v in a1 a2 b none; do
 	[ "$(sum $mnt/$v/f)" = "$want" ] || die "$v/f read back wrong"

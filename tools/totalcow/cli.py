@@ -13,6 +13,9 @@ SYNOPSIS
     totalcowctl group add NAME MEMBER_DIR...
     totalcowctl group del NAME
     totalcowctl group list [--json]
+    totalcowctl extents enable [--scope SCOPE] PATH...
+    totalcowctl extents disable [--scope SCOPE] PATH...
+    totalcowctl extents list [--json]
     totalcowctl container template NAME [-P LXCPATH] [--auto] [--no-dm] [--no-hooks]
     totalcowctl container untemplate NAME [-P LXCPATH]
     totalcowctl container join|leave NAME [-P LXCPATH]
@@ -98,6 +101,21 @@ DESCRIPTION
     built with mm-patches/); without it group create, auto, add and del
     say so and exit 4, and group list lists none.
 
+    extents (shared extents, /sys/kernel/mm/totalcow/extents/) puts the
+    btrfs subvolume that holds each PATH in sharing scope SCOPE (default:
+    default), or takes it out: files of subvolumes in a scope keep one
+    copy in memory of the data extents they share, whichever file refers
+    to them (reflinked copies, deduplicated files, snapshots, writable or
+    not); files in different scopes never share a page, so tenants that
+    must not observe each other's reads belong in different scopes. A
+    subvolume is in one scope at most, and the kernel forgets scopes when
+    the file system is unmounted. enable is all or nothing: if a PATH is
+    refused, the ones enabled before it are disabled again. list shows
+    each file system's scopes, their subvolumes and what they hold. Like
+    groups, they need the TotalCOW kernel; without it extents says so and
+    exits 4, as it does for a file system that cannot share extents
+    (mixed block groups, zoned).
+
     container (LXC, docs/lxc.md) works on containers by name, in LXCPATH
     (default: lxc-config lxc.lxcpath, /var/lib/lxc). container template
     turns a stopped container whose root file system is a btrfs subvolume
@@ -177,6 +195,7 @@ OPTIONS
     --no-hooks     (container template) leave the container's config alone
                    (hooks set elsewhere, e.g. /etc/lxc/default.conf)
     --auto         (group create, container template) automatic membership
+    --scope SCOPE  (extents) the sharing scope: 1 to 32 of [A-Za-z0-9_.-]
 
 EXIT STATUS
     0  success
@@ -187,7 +206,8 @@ EXIT STATUS
     4  a path is not on btrfs, its file system is not on a totalcow device
        or has a striped data profile, or btrfs names a device that is not
        there (container: the container's rootfs is not a btrfs subvolume;
-       group: the kernel has no page-cache sharing layer)
+       group, extents: the kernel has no page-cache sharing layer;
+       extents: the file system cannot share extents)
     5  not permitted (root only)
     6  (container template) the container is running
     container hook exits 0 whenever LXC should go on, 2 on bad usage.
@@ -206,6 +226,7 @@ import sys
 from .commands import (cmd_add, cmd_del, cmd_group_add, cmd_group_auto, cmd_group_create,
                        cmd_group_del, cmd_group_list, cmd_list, cmd_refresh, cmd_status)
 from .errors import EX_FAIL, EX_PERM, EX_USAGE, Fail
+from .extents import cmd_extents_disable, cmd_extents_enable, cmd_extents_list, scope_name
 from .lxc import (cmd_container_hook, cmd_container_join, cmd_container_leave, cmd_container_list,
                   cmd_container_restore, cmd_container_template, cmd_container_untemplate)
 
@@ -294,6 +315,21 @@ def main(argv=None):
     p = gsub.add_parser("list", help="list groups with their sharing statistics")
     p.add_argument("--json", action="store_true", help=HELP_JSON)
     p.set_defaults(func=cmd_group_list)
+    ep = sub.add_parser("extents", help="subvolumes whose files share data extents in memory")
+    esub = subcommands(ep, "ecmd")
+    for what, func, hlp in (("enable", cmd_extents_enable,
+                             "put the subvolumes of PATHs in a sharing scope"),
+                            ("disable", cmd_extents_disable,
+                             "take the subvolumes of PATHs out of their scope")):
+        p = esub.add_parser(what, help=hlp)
+        p.add_argument("--scope", type=scope_name, default="default", metavar="SCOPE",
+                       help="the sharing scope (default: default)")
+        p.add_argument("paths", nargs="+", metavar="PATH",
+                       help="a path in the subvolume, on btrfs")
+        p.set_defaults(func=func)
+    p = esub.add_parser("list", help="list sharing scopes with their subvolumes")
+    p.add_argument("--json", action="store_true", help=HELP_JSON)
+    p.set_defaults(func=cmd_extents_list)
     p = sub.add_parser("status", help="cache statistics and templates")
     p.add_argument("--json", action="store_true", help=HELP_JSON)
     p.set_defaults(func=cmd_status)
