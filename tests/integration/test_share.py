@@ -393,3 +393,19 @@ def test_sharing_scopes_never_share_a_page_across_tenants(lane):
     assert m and 2.99 <= float(m.group(1)) <= 3.02 and 2.99 <= float(m.group(2)) <= 3.02, \
         r.explain()
     assert "scopes: tenant-b dropped, tenant-a kept" in r.console, r.explain()
+
+
+@EXTENTS
+def test_an_unprivileged_user_cannot_share_pages_with_a_file_it_cannot_read(lane):
+    """Issue 34 item 4's permission tests: in a sharing scope, user nobody
+    tries FICLONE, FICLONERANGE and FIDEDUPERANGE against a root-only file
+    through O_PATH descriptors, into files it may only read, and forges
+    its subvolume's received UUID: every route to the secret's extent is
+    refused (7 of them; the forged UUID is accepted by btrfs and changes
+    nothing), the legitimate ones (a file it can read) share, and no file
+    of nobody's ever holds the secret's bytes, before and after
+    drop_caches."""
+    r = run_vm("tests/guest/share-extents-permissions.sh", **LANES[lane], disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert "permissions: 7 attempts refused, the legitimate shares done" in r.console, \
+        r.explain()
