@@ -809,24 +809,20 @@ bool tc_canon_in_scope(struct inode *inode)
  * @inode: a file
  * @srcu_idx: set to what tc_canon_release() needs
  *
- * Disabling the scope waits for the holder.
+ * Disabling the scope waits for the holder. The caller releases what it
+ * holds (tc_canon_release()) whether or not a scope was returned.
  *
- * Return: the scope, or NULL (then nothing is held).
+ * Return: the scope, or NULL.
  */
 struct tc_canon_scope *tc_canon_hold(struct inode *inode, int *srcu_idx)
+	__acquires(tc_canon_srcu)
 {
-	struct tc_canon_scope *s;
-
-	if (!static_branch_unlikely(&btrfs_canon_key))
-		return NULL;
 	*srcu_idx = srcu_read_lock(&tc_canon_srcu);
-	s = tc_canon_scope_of(inode);
-	if (!s)
-		srcu_read_unlock(&tc_canon_srcu, *srcu_idx);
-	return s;
+	return tc_canon_scope_of(inode);
 }
 
 void tc_canon_release(int srcu_idx)
+	__releases(tc_canon_srcu)
 {
 	srcu_read_unlock(&tc_canon_srcu, srcu_idx);
 }

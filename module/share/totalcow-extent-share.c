@@ -158,7 +158,7 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 		return false;
 	s = tc_canon_hold(inode, &idx);
 	if (!s)
-		return false;
+		goto out;
 	logicals = kmalloc_array(nr, sizeof(*logicals), GFP_KERNEL);
 	if (!logicals)
 		goto out;
