@@ -33,6 +33,7 @@
 
 #include <linux/bitmap.h>
 #include <linux/ctype.h>
+#include <linux/highmem.h>
 #include <linux/fs_context.h>
 #include <linux/magic.h>
 #include <linux/init.h>
@@ -353,13 +354,15 @@ bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
  * @nr: the number of pages
  * @logicals: set, for each page proven, to its logical address
  * @proven: a bitmap of @nr bits, set for each page proven
+ * @isize: set to the file size the proof read
  *
  * A page is proven when the file's extent map, which btrfs's own read of
  * the page would use, puts the whole page in one regular, uncompressed
- * extent at a page-aligned logical address (tc_canon_logical()), below the
- * file's last partial page (btrfs zeroes a page past EOF; the extent holds
- * whatever it holds there), with no write to the range on its way (an
- * ordered extent). Files without checksums or with fs-verity (whose pages
+ * extent at a page-aligned logical address (tc_canon_logical()), with no
+ * write to the range on its way (an ordered extent). The file's last
+ * page, if partial, is proven too, but is the canonical page only if the
+ * extent's bytes past the file's end are zeroes, as btrfs's read of the
+ * page makes them: the caller checks that (tc_canon_zero_from()). Files without checksums or with fs-verity (whose pages
  * btrfs verifies as it reads them) prove nothing. A page whose checksums
  * are missing is found out by the canonical read, which then fails.
  *
@@ -367,7 +370,7 @@ bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
  */
 unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 			     unsigned long nr, u64 *logicals,
-			     unsigned long *proven)
+			     unsigned long *proven, loff_t *isize)
 {
 	struct btrfs_inode *bi = BTRFS_I(inode);
 	u64 start = (u64)index << PAGE_SHIFT;
@@ -380,7 +383,8 @@ unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 	if (!S_ISREG(inode->i_mode) || IS_VERITY(inode) ||
 	    (bi->flags & (BTRFS_INODE_NODATASUM | BTRFS_INODE_NODATACOW)))
 		return 0;
-	end = min(end, round_down((u64)i_size_read(inode), PAGE_SIZE));
+	*isize = i_size_read(inode);
+	end = min(end, round_up((u64)*isize, PAGE_SIZE));
 	if (start >= end)
 		return 0;
 	oe = btrfs_lookup_first_ordered_range(bi, start, end - start);
@@ -468,6 +472,37 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 	if (n)
 		atomic64_add(n, &s->resolved);
 	return n;
+}
+
+/**
+ * tc_canon_zero_from - are a canonical page's bytes from @from on zeroes?
+ * @s: the scope, held
+ * @logical: the page's logical address
+ * @from: an offset into the page
+ *
+ * For a file's last, partial page: btrfs's own read of it zeroes what
+ * lies past the file's end, so the canonical page is that page only if
+ * the extent holds zeroes there (btrfs writes them so; a truncation
+ * rewrites the block).
+ *
+ * Return: true if the page is in memory, uptodate, and zero from @from.
+ */
+bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from)
+{
+	struct folio *folio = filemap_get_folio(s->inode->i_mapping,
+						logical >> PAGE_SHIFT);
+	bool zero = false;
+
+	if (IS_ERR(folio))
+		return false;
+	if (folio_test_uptodate(folio) && !folio_test_large(folio)) {
+		void *kaddr = kmap_local_folio(folio, 0);
+
+		zero = !memchr_inv(kaddr + from, 0, PAGE_SIZE - from);
+		kunmap_local(kaddr);
+	}
+	folio_put(folio);
+	return zero;
 }
 
 /**

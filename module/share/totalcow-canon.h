@@ -37,7 +37,8 @@ struct folio *tc_canon_read(struct tc_canon_scope *s, u64 logical);
 bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical);
 unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 			     unsigned long nr, u64 *logicals,
-			     unsigned long *proven);
+			     unsigned long *proven, loff_t *isize);
+bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from);
 unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 			     struct folio_batch *fbatch);
 void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,

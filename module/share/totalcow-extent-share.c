@@ -15,7 +15,9 @@
  *    pass between the proof and the store;
  * 2. proves the pages (tc_canon_prove()): each empty slot, or one holding
  *    an alias of ours whose canonical page was reclaimed, whose page the
- *    extent map puts at a logical address;
+ *    extent map puts at a logical address (the file's partial last page
+ *    only if the extent holds zeroes past the file's end, as btrfs's own
+ *    read of the page makes it: tc_canon_zero_from());
  * 3. reads the canonical pages not in memory, run by run of adjacent
  *    addresses, and waits for the reads it started and for the pages its
  *    reader asked for; never for another reader's read of a page it did
@@ -151,6 +153,8 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	bool handled = false;
 	long aliased = 0;
 	u64 *logicals;
+	loff_t isize;
+	pgoff_t tail;
 	u64 gen;
 	int idx;
 
@@ -165,7 +169,7 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	gen = tc_canon_gen(s);
 	seq = filemap_page_alias_seq(mapping);
 	filemap_invalidate_lock_shared(mapping);
-	if (!tc_canon_prove(inode, first, nr, logicals, want))
+	if (!tc_canon_prove(inode, first, nr, logicals, want, &isize))
 		goto unlock;
 	tc_extent_slots(mapping, first, nr, empty, ready);
 	bitmap_or(ready, ready, empty, nr);
@@ -175,6 +179,12 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	tc_extent_read(s, logicals, want, nr, added);
 	tc_extent_wait(s, logicals, want, nr, added, index - first,
 		       min_t(pgoff_t, end, first + nr) - first, ready);
+	/* A partial last page: only if the extent holds zeroes past the end. */
+	tail = isize >> PAGE_SHIFT;
+	if (offset_in_page(isize) && tail >= first && tail - first < nr &&
+	    test_bit(tail - first, ready) &&
+	    !tc_canon_zero_from(s, logicals[tail - first], offset_in_page(isize)))
+		__clear_bit(tail - first, ready);
 	handled = test_bit(index - first, ready);
 	/* A data range handed out since the proof: it may be another's now. */
 	if (!tc_canon_unchanged(s, gen)) {

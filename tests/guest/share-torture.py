@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Randomized torture of page-cache sharing, checked against a model.
 
-    share-torture.py MNT MEMBERS OPS SEED [WORKERS]
+    share-torture.py MNT MEMBERS OPS SEED [WORKERS [extents]]
 
 MNT holds a read-only subvolume "template" with the file data/file and
 snapshots m1..mMEMBERS in one group; each member has data/file and
@@ -14,6 +14,14 @@ the template or another member, and evictions of one file's cache
 (POSIX_FADV_DONTNEED) that make the next read prove or compare again; a
 bytearray per file models what a stock kernel must return. Any difference
 is a failure. Prints "torture: N operations, 0 mismatches" at the end.
+
+With "extents" (issue 34 item 4) there is no group: MNT's "template" is a
+writable subvolume in a sharing scope, the members are its writable
+snapshots, in the scope too, and the template's file and copy are
+written like the members' (by worker 0), so writes, mmap writes,
+O_DIRECT, truncates, punches, reflinks and dedupes (FIDEDUPERANGE, which
+shares a range when the bytes are the same) hit both sides of the shared
+extents.
 
 WORKERS (default 1) processes run at once, each pinned to its own CPU
 (vcpus.pin) and owning members w+1, w+1+WORKERS, ... with their own model,
@@ -38,6 +46,7 @@ import vcpus
 
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
 FICLONERANGE = 0x4020940D
+FIDEDUPERANGE = 0xC0189436
 POSIX_FADV_DONTNEED = 4
 BLOCK = 4096
 libc = ctypes.CDLL(None, use_errno=True)
@@ -47,20 +56,28 @@ libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_l
 PROGRESS = 10000     # a progress line every so many operations of a worker
 
 
-def torture(mnt, members, ops, seed, name="torture"):
+def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=False):
     """OPS random operations on the files of MEMBERS (member numbers);
     returns (operations done, mismatches, counts per kind). Prints NAME's
     progress every PROGRESS operations (a long run stopped early still
-    says how far it got)."""
+    says how far it got). With EXTENTS (shared extents, no group: the
+    template is a writable subvolume and the members its writable
+    snapshots), dedupes (FIDEDUPERANGE) join the operations, and with
+    OWN_SOURCE the template's file and its copy are this worker's files
+    too, written like the members' (both sides of every shared extent);
+    a worker that does not own them never reads from them."""
     rnd = random.Random(seed)
-    with open(f"{mnt}/template/data/file", "rb") as f:
+    tpath = f"{mnt}/template/data/file"
+    with open(tpath, "rb") as f:
         template = f.read()
     size0 = len(template)
     paths = [f"{mnt}/m{i}/data/{name}" for i in members for name in ("file", "copy")]
+    if own_source:
+        paths += [tpath, f"{mnt}/template/data/copy"]
     model = {p: bytearray(template) for p in paths}
     fds = {p: os.open(p, os.O_RDWR) for p in paths}
     dfds = {p: os.open(p, os.O_RDWR | os.O_DIRECT) for p in paths}
-    tfd = os.open(f"{mnt}/template/data/file", os.O_RDONLY)
+    tfd = fds[tpath] if own_source else os.open(tpath, os.O_RDONLY)
     counts = {}
     seconds = {}    # time spent per kind: where a long run's hours go
     mismatches = 0
@@ -85,8 +102,8 @@ def torture(mnt, members, ops, seed, name="torture"):
         size = len(m)
         kind = rnd.choices(
             ["read", "write", "mmap_read", "mmap_write", "truncate", "punch",
-             "fsync", "drop", "template", "rewrite", "dio", "reflink", "evict"],
-            [40, 20, 8, 6, 3, 4, 4, 1, 4, 4, 4, 3, 5])[0]
+             "fsync", "drop", "template", "rewrite", "dio", "reflink", "evict", "dedupe"],
+            [40, 20, 8, 6, 3, 4, 4, 1, 4, 4, 4, 3, 5, 4 if extents else 0])[0]
         counts[kind] = counts.get(kind, 0) + 1
         t0 = time.monotonic()
         if kind == "read":
@@ -158,10 +175,30 @@ def torture(mnt, members, ops, seed, name="torture"):
                 m.extend(bytes(off + n - len(m)))
             m[off:off + n] = data
             check(p, off, n, "O_DIRECT write")
+        elif kind == "dedupe" and size >= BLOCK:
+            # Another file's range onto this one's at the same offset, as
+            # duperemove does: shared if the bytes are the same (the model
+            # does not change either way), refused as different if not.
+            src = rnd.choice([q for q in paths if q != p])
+            blocks = min(len(model[src]), size) // BLOCK
+            if blocks:
+                n = rnd.randint(1, min(blocks, 64)) * BLOCK
+                off = rnd.randrange(0, blocks * BLOCK - n + 1, BLOCK)
+                arg = bytearray(struct.pack("QQHHI", off, n, 1, 0, 0) +
+                                struct.pack("qQQiI", fds[p], off, 0, 0, 0))
+                fcntl.ioctl(fds[src], FIDEDUPERANGE, arg)
+                status = struct.unpack_from("i", arg, 48)[0]
+                same = model[src][off:off + n] == m[off:off + n]
+                if status < 0 or (status == 0) != same:
+                    mismatches += 1
+                    print(f"MISMATCH dedupe {src} -> {p} at {off}+{n}: status {status}, "
+                          f"model says {'same' if same else 'different'}", flush=True)
+                check(p, off, n, "dedupe")
         elif kind == "reflink":
             # From the template at the same offset (the member's extents are
             # the template's again there) or from another member anywhere.
-            src = rnd.choice([None] + [q for q in paths if q != p])
+            others = [q for q in paths if q != p]
+            src = rnd.choice(others if extents else [None] + others)
             sbytes = template if src is None else model[src]
             sfd = tfd if src is None else fds[src]
             # Whole blocks inside both files: no extension, no partial block.
@@ -178,6 +215,9 @@ def torture(mnt, members, ops, seed, name="torture"):
                 check(p, doff, n, "reflink")
         elif kind == "evict":
             os.posix_fadvise(fds[p], 0, 0, POSIX_FADV_DONTNEED)
+        elif kind == "template" and extents:
+            if own_source:
+                check(tpath, rnd.randrange(0, size0), 4096, "a read of the source")
         elif kind == "template":
             with open(f"{mnt}/template/data/file", "rb") as f:
                 off = rnd.randrange(0, size0)
@@ -188,7 +228,8 @@ def torture(mnt, members, ops, seed, name="torture"):
         seconds[kind] = seconds.get(kind, 0.0) + time.monotonic() - t0
         if mismatches > 10:
             break
-    os.close(tfd)
+    if not own_source:
+        os.close(tfd)
     for p in paths:
         os.fsync(fds[p])
         check(p, 0, len(model[p]) + 1, "the final full read")
@@ -208,10 +249,12 @@ def torture(mnt, members, ops, seed, name="torture"):
 def main():
     mnt, members, ops, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     workers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    extents = len(sys.argv) > 6 and sys.argv[6] == "extents"
     if workers < 1 or (workers > 1 and members < 2 * workers):
         sys.exit(f"share-torture: {workers} workers need 2 members each ({members} given)")
     if workers == 1:
-        done, mismatches, counts, seconds = torture(mnt, range(1, members + 1), ops, seed)
+        done, mismatches, counts, seconds = torture(mnt, range(1, members + 1), ops, seed,
+                                                    extents=extents, own_source=extents)
     else:
         kids = []
         for w in range(workers):
@@ -222,9 +265,11 @@ def main():
                 status = 3
                 try:
                     vcpus.pin(w)
+                    # The source's files are worker 0's: one model per file.
                     res = torture(mnt, range(w + 1, members + 1, workers),
                                   ops // workers + (w < ops % workers), seed + w,
-                                  f"torture worker {w}")
+                                  f"torture worker {w}", extents=extents,
+                                  own_source=extents and w == 0)
                     os.write(wr, json.dumps(res).encode())
                     status = 0
                 except BaseException:  # noqa: BLE001 - report, never return

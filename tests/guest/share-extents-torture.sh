@@ -1,0 +1,37 @@
+#!/bin/bash
+# Randomized torture of shared extents (issue 34 item 4;
+# tests/guest/share-torture.py in its "extents" mode): no group; a
+# writable subvolume's file and its reflinked copy, and the same in
+# MEMBERS writable snapshots of it, all in one sharing scope, take random
+# reads, writes, mmap reads and writes, truncates, punches, O_DIRECT
+# writes, reflinks, dedupes, evictions and drop_caches on both sides of
+# their shared extents, checked against a model of each file.
+# Arguments: OPS SEED [MEMBERS [WORKERS]] (default 6 members, 1 worker;
+# WORKERS processes, each on its own CPU, share the files out).
+. "$TOTALCOW_TOP/tests/vm/lib.sh"
+ops=${1:-100000}; seed=${2:-1}; members=${3:-6}; workers=${4:-1}
+x=/sys/kernel/mm/totalcow/extents
+mnt=/mnt/btrfs
+btrfs_mount /dev/$DISK0 $mnt
+btrfs -q subvolume create $mnt/template
+mkdir -p $mnt/template/data
+make_file $mnt/template/data/file 2 torture
+cp --reflink=always $mnt/template/data/file $mnt/template/data/copy
+for i in $(seq 1 $members); do
+	btrfs -q subvolume snapshot $mnt/template $mnt/m$i
+done
+sync
+"$TOTALCOW_TOP/tools/totalcowctl" extents enable --scope torture $mnt/template \
+	$(for i in $(seq 1 $members); do echo $mnt/m$i; done) || die "extents enable"
+drop_caches
+python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt "$members" "$ops" "$seed" "$workers" \
+	extents || die "mismatches: $(cat $x/scopes)"
+cat $x/scopes
+field() {
+	awk -v f="$1" '$2 == "torture" { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
+}
+[ "$(field resolved)" -gt 0 ] || die "nothing was ever shared: the torture tested nothing"
+[ "$(field invalidations)" -gt 0 ] || die "no canonical page was ever dropped"
+echo "extents torture: $(field aliased) pages aliased, $(field resolved) resolved," \
+	"$(field invalidations) canonical pages dropped"
+umount $mnt
