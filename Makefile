@@ -247,6 +247,7 @@ bench-share-cost: $(KERNEL_BASE)
 bench-resolve-cost: $(KERNEL_BASE)
 	@tests/vm/install-deps
 	$(PYTHON) bench/resolve-cost
+	$(PYTHON) bench/resolve-cost --extents
 	$(PYTHON) bench/readme
 
 # Page-cache sharing at fleet scale: N = 1..256 members, a fleet mix of
