@@ -16,6 +16,7 @@
 #include "btrfs_inode.h"
 #include "disk-io.h"
 #include "extent-tree.h"
+#include "extent-io-tree.h"
 #include "extent_map.h"
 #include "ordered-data.h"
 #include "super.h"
@@ -293,6 +294,28 @@ char *tc_btrfs_subvol_name(struct super_block *sb, u64 id)
 }
 
 /*
+ * btrfs_get_extent() of a file that may change (a member), under the
+ * range's extent lock, as every btrfs caller holds it: a clone, dedupe or
+ * relocation of the range takes that lock before it drops the cached
+ * maps, so a map read before the change is never cached after it (a
+ * stale cached map would show the file bytes that are no longer its own,
+ * and, once their space is handed out again, someone else's). Tried, not
+ * waited for: a range being written or cloned proves nothing now.
+ */
+static struct extent_map *tc_get_extent_locked(struct btrfs_inode *bi, u64 start,
+					       u64 len)
+{
+	struct extent_state *cached = NULL;
+	struct extent_map *em;
+
+	if (!btrfs_try_lock_extent(&bi->io_tree, start, start + len - 1, &cached))
+		return ERR_PTR(-EAGAIN);
+	em = btrfs_get_extent(bi, NULL, start, len);
+	btrfs_unlock_extent(&bi->io_tree, start, start + len - 1, &cached);
+	return em;
+}
+
+/*
  * Do @me (member) and @te (template), both covering file offset @pos, put
  * the byte at @pos in the same place on disk? Uncompressed: the same disk
  * address (the extent maps of adjacent extents may be merged in one file's
@@ -374,7 +397,7 @@ unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
 		u64 next, first, stop;
 		bool same;
 
-		me = btrfs_get_extent(m, NULL, cur, end - cur);
+		me = tc_get_extent_locked(m, cur, end - cur);
 		if (IS_ERR(me))
 			break;
 		te = btrfs_get_extent(t, NULL, cur, end - cur);
@@ -628,7 +651,7 @@ struct inode *tc_btrfs_extent_template(struct inode *member,
 		u64 next;
 		int err;
 
-		em = btrfs_get_extent(BTRFS_I(member), NULL, pos, size - pos);
+		em = tc_get_extent_locked(BTRFS_I(member), pos, size - pos);
 		if (IS_ERR(em))
 			return PTR_ERR(em) == -ENOMEM ? ERR_CAST(em) : found;
 		next = btrfs_extent_map_end(em);

@@ -165,7 +165,9 @@ bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical)
  * groups (a data range may come back as metadata, which btrfs reserves
  * with its tree locks held, where the reservation hook must not wait), not
  * zoned (a write lands where the zone's pointer is, not where it was
- * reserved), and not with sectors larger than a page.
+ * reserved), not with a RAID stripe tree (a read without an inode looks
+ * stripes up in the commit root: data of the running transaction would
+ * not be found), and not with sectors larger than a page.
  */
 int tc_canon_fs_eligible(struct super_block *sb)
 {
@@ -175,6 +177,7 @@ int tc_canon_fs_eligible(struct super_block *sb)
 		return -EINVAL;
 	fs_info = btrfs_sb(sb);
 	if (btrfs_fs_incompat(fs_info, MIXED_GROUPS) || btrfs_is_zoned(fs_info) ||
+	    btrfs_fs_incompat(fs_info, RAID_STRIPE_TREE) ||
 	    fs_info->sectorsize > PAGE_SIZE)
 		return -EOPNOTSUPP;
 	return 0;
@@ -362,9 +365,10 @@ bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
  * write to the range on its way (an ordered extent). The file's last
  * page, if partial, is proven too, but is the canonical page only if the
  * extent's bytes past the file's end are zeroes, as btrfs's read of the
- * page makes them: the caller checks that (tc_canon_zero_from()). Files without checksums or with fs-verity (whose pages
- * btrfs verifies as it reads them) prove nothing. A page whose checksums
- * are missing is found out by the canonical read, which then fails.
+ * page makes them: the caller checks that (tc_canon_zero_from()). Files
+ * without checksums or with fs-verity (whose pages btrfs verifies as it
+ * reads them) prove nothing. A page whose checksums are missing is found
+ * out by the canonical read, which then fails.
  *
  * Return: the number of pages proven.
  */
@@ -375,22 +379,35 @@ unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 	struct btrfs_inode *bi = BTRFS_I(inode);
 	u64 start = (u64)index << PAGE_SHIFT;
 	u64 end = start + ((u64)nr << PAGE_SHIFT);
+	struct extent_state *cached = NULL;
 	struct btrfs_ordered_extent *oe;
 	unsigned long n = 0;
 	u64 cur, pos;
 
 	bitmap_zero(proven, nr);
+	*isize = i_size_read(inode);
 	if (!S_ISREG(inode->i_mode) || IS_VERITY(inode) ||
 	    (bi->flags & (BTRFS_INODE_NODATASUM | BTRFS_INODE_NODATACOW)))
 		return 0;
-	*isize = i_size_read(inode);
 	end = min(end, round_up((u64)*isize, PAGE_SIZE));
 	if (start >= end)
+		return 0;
+	/*
+	 * btrfs_get_extent() puts what it read of the subvolume's tree into
+	 * the extent map cache; every btrfs caller holds the range's extent
+	 * lock, which a clone, dedupe or relocation of the range takes before
+	 * it drops the cached maps, so that a map read before the change is
+	 * never cached after it. Without it a stale map would outlive the
+	 * extent and, once its space holds other data, show that data to
+	 * this file's reads. Try it: a range being written or cloned is read
+	 * the ordinary way.
+	 */
+	if (!btrfs_try_lock_extent(&bi->io_tree, start, end - 1, &cached))
 		return 0;
 	oe = btrfs_lookup_first_ordered_range(bi, start, end - start);
 	if (oe) {
 		btrfs_put_ordered_extent(oe);
-		return 0;
+		goto unlock;
 	}
 	for (cur = start; cur < end;) {
 		struct extent_map *em = btrfs_get_extent(bi, NULL, cur, end - cur);
@@ -413,6 +430,8 @@ unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 			break;
 		cur = next;
 	}
+unlock:
+	btrfs_unlock_extent(&bi->io_tree, start, end - 1, &cached);
 	return n;
 }
 
@@ -439,9 +458,18 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 	struct extent_map *em = NULL;
 	unsigned int n = 0;
 	pgoff_t i;
+	u64 gen;
 
 	if (!s)
 		return 0;
+	/*
+	 * A preemptible RCU section can be preempted between the map lookup
+	 * and the page lookup, long enough for the file's extent to change,
+	 * its space to be handed out again and the new owner's page to be
+	 * read in at the same address: a page got after the generation moved
+	 * is not used.
+	 */
+	gen = tc_canon_gen(s);
 	for (i = index; i <= last && folio_batch_space(fbatch); i++) {
 		u64 pos = (u64)i << PAGE_SHIFT, l;
 		struct folio *folio;
@@ -460,7 +488,8 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 		folio = filemap_get_folio(s->inode->i_mapping, l >> PAGE_SHIFT);
 		if (IS_ERR(folio))
 			break;
-		if (!folio_test_uptodate(folio) || folio_test_large(folio)) {
+		if (!folio_test_uptodate(folio) || folio_test_large(folio) ||
+		    !tc_canon_unchanged(s, gen)) {
 			folio_put(folio);
 			break;
 		}

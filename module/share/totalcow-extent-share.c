@@ -11,8 +11,12 @@
  *
  * A miss, for a window of two aligned blocks around the page asked for:
  * 1. reads the file's alias count and the scope's generation, then takes
- *    the mapping's invalidate_lock (shared), so that truncation cannot
- *    pass between the proof and the store;
+ *    the mapping's invalidate_lock (shared); btrfs truncates, punches and
+ *    clones without it, so an alias may land past a new end or over a
+ *    changed range: harmless, since an alias is resolved through the
+ *    file's extent map at every read, and the proof holds the range's
+ *    extent lock while it loads maps, so that the map cache is never
+ *    left with a map a clone or dedupe replaced (tc_canon_prove());
  * 2. proves the pages (tc_canon_prove()): each empty slot, or one holding
  *    an alias of ours whose canonical page was reclaimed, whose page the
  *    extent map puts at a logical address (the file's partial last page
@@ -236,7 +240,17 @@ void tc_extent_broken(struct address_space *mapping, struct folio *folio,
 	tc_canon_folios(mapping->host, folio->index, folio->index, &fbatch);
 	rcu_read_unlock();
 	if (folio_batch_count(&fbatch)) {
+		loff_t isize = i_size_read(mapping->host);
+
 		folio_copy(folio, fbatch.folios[0]);
+		/*
+		 * As btrfs's read of the page would: zeroes past the end (a
+		 * truncation whose block rewrite failed leaves old bytes).
+		 */
+		if (folio->index == isize >> PAGE_SHIFT)
+			folio_zero_segment(folio, offset_in_page(isize), PAGE_SIZE);
+		else if (folio->index > isize >> PAGE_SHIFT)
+			folio_zero_segment(folio, 0, PAGE_SIZE);
 		folio_mark_uptodate(folio);
 		folio_batch_release(&fbatch);
 	}
