@@ -64,12 +64,14 @@ def test_whole_page_overwrites_break_aliases_without_a_copy(lane):
     assert "overwrite: every write read back right" in r.console, r.explain()
 
 
-def torture(ops, debug, lane="debug", members=6, workers=1):
-    r = run_vm("tests/guest/share-torture.sh", str(ops), "1", str(members), str(workers),
+def torture(ops, debug, lane="debug", members=6, workers=1,
+            script="tests/guest/share-torture.sh"):
+    r = run_vm(script, str(ops), "1", str(members), str(workers),
                disks=("2G",), debug=debug, **LANES[lane])
     assert r.status == 0, r.explain()
     m = re.search(r"^torture: (\d+) operations, (\d+) mismatches$", r.console, re.M)
     assert m and int(m.group(1)) >= ops and m.group(2) == "0", r.explain()
+    return r
 
 
 @pytest.mark.slow
@@ -412,11 +414,7 @@ def test_an_unprivileged_user_cannot_share_pages_with_a_file_it_cannot_read(lane
 
 
 def extents_torture(ops, debug, lane="debug", members=6, workers=1):
-    r = run_vm("tests/guest/share-extents-torture.sh", str(ops), "1", str(members), str(workers),
-               disks=("2G",), debug=debug, **LANES[lane])
-    assert r.status == 0, r.explain()
-    m = re.search(r"^torture: (\d+) operations, (\d+) mismatches$", r.console, re.M)
-    assert m and int(m.group(1)) >= ops and m.group(2) == "0", r.explain()
+    r = torture(ops, debug, lane, members, workers, script="tests/guest/share-extents-torture.sh")
     assert re.search(r"^extents torture: \d+ pages aliased, [1-9]\d* resolved, [1-9]\d* "
                      r"canonical pages dropped", r.console, re.M), r.explain()
 
