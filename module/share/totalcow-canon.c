@@ -312,24 +312,6 @@ static const struct address_space_operations tc_canon_aops = {
 	.migrate_folio	= filemap_migrate_folio,
 };
 
-/**
- * tc_canon_read - the canonical page of a logical address, read if needed
- * @s: the scope, held (tc_canon_hold())
- * @logical: a page-aligned logical address of a data extent
- *
- * Return: the uptodate folio with a reference, or an ERR_PTR: -EIO if it
- * could not be read or verified, -ENODATA if a sector has no checksum.
- * The caller checks tc_canon_unchanged() against the generation it read
- * before it proved that a file refers to @logical.
- */
-struct folio *tc_canon_read(struct tc_canon_scope *s, u64 logical)
-{
-	if (!PAGE_ALIGNED(logical))
-		return ERR_PTR(-EINVAL);
-	return read_mapping_folio(s->inode->i_mapping, logical >> PAGE_SHIFT,
-				  NULL);
-}
-
 /* The generation to read before proving which extent a file refers to. */
 u64 tc_canon_gen(struct tc_canon_scope *s)
 {

@@ -32,7 +32,6 @@ void tc_canon_release(int srcu_idx) __releases(tc_canon_srcu);
 
 u64 tc_canon_gen(struct tc_canon_scope *s);
 bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen);
-struct folio *tc_canon_read(struct tc_canon_scope *s, u64 logical);
 
 bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical);
 unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
