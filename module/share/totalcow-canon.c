@@ -14,17 +14,19 @@
  * mappings and nothing maps them.
  *
  * An address may hold other bytes once btrfs hands its space out again
- * (mm-patches/0015: fs/btrfs/canon.h): the reservation drops the pages of
- * the range, waiting for reads of it in flight, and bumps the file
+ * (mm-patches/0015: fs/btrfs/canon.h): the reservation bumps the file
  * system's generation, so that whoever proved an extent before can tell
- * that the proof may be stale (tc_canon_gen(), tc_canon_unchanged()).
+ * that the proof may be stale (tc_canon_gen(), tc_canon_unchanged()), and
+ * drops the pages of the range; a page it finds locked (a read in flight)
+ * it marks stale instead of waiting for it, and that read then fails.
  *
  * Why a page in a canonical mapping always holds the current bytes of its
  * address: a page is inserted before its read looks the checksums up, and
  * a reservation bumps the generation before it walks the mappings, with a
  * full barrier on both sides (tc_canon_read_folio(), tc_canon_forget()).
- * So either the walk finds the page (and drops it once its read is done),
- * or the read's checksum lookup comes after the reservation, and therefore
+ * So either the walk finds the page (and drops it, or marks it stale so
+ * that its read fails and nobody hands it out), or the read's checksum
+ * lookup comes after the reservation, and therefore
  * after the old extent's checksums were deleted (btrfs deletes them when
  * the extent is freed, before its space is unpinned): it then finds no
  * checksum, or the checksums of bytes written after the reservation, and
@@ -106,6 +108,22 @@ static DEFINE_MUTEX(tc_canon_mutex);
 static LIST_HEAD(tc_canon_filesystems);
 DEFINE_STATIC_SRCU(tc_canon_srcu);
 static struct vfsmount *tc_canon_mnt;
+
+/*
+ * A page whose bytes may be gone: its read ends not uptodate, and an
+ * uptodate one is never handed out (tc_canon_usable()); the next read of
+ * the address reads it again. PG_checked is the owner's flag, and the
+ * canonical mappings are ours.
+ */
+#define tc_canon_folio_stale	folio_test_checked
+#define tc_canon_folio_set_stale folio_set_checked
+
+/* May @folio be handed out as its address's bytes? */
+static bool tc_canon_usable(struct folio *folio)
+{
+	return folio_test_uptodate(folio) && !folio_test_large(folio) &&
+	       !tc_canon_folio_stale(folio);
+}
 
 static struct tc_canon_fs *tc_canon_fs_of(struct btrfs_fs_info *fs_info)
 {
@@ -237,6 +255,13 @@ static void tc_canon_end_io(struct btrfs_bio *bbio)
 	}
 	if (!ok)
 		atomic64_inc(&io->s->read_failures);
+	/*
+	 * Its address was handed out again while it was read: the bytes may
+	 * be the old ones (tc_canon_drop()). Checked under the folio lock,
+	 * which the reservation's walk found taken when it marked it.
+	 */
+	if (tc_canon_folio_stale(io->folio))
+		ok = false;
 	folio_end_read(io->folio, ok);
 	kfree(io);
 }
@@ -257,6 +282,12 @@ static int tc_canon_read_folio(struct file *file, struct folio *folio)
 	int ret;
 
 	atomic64_inc(&s->reads);
+	/*
+	 * A new read: a stale mark from a reservation that came before it no
+	 * longer applies, since the lookup below comes after that
+	 * reservation; one made from now on fails this read.
+	 */
+	folio_clear_checked(folio);
 	/*
 	 * Pairs with the barrier in tc_canon_forget(): either a reservation's
 	 * walk finds this folio, or the lookup below sees the checksum tree as
@@ -470,8 +501,7 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 		folio = filemap_get_folio(s->inode->i_mapping, l >> PAGE_SHIFT);
 		if (IS_ERR(folio))
 			break;
-		if (!folio_test_uptodate(folio) || folio_test_large(folio) ||
-		    !tc_canon_unchanged(s, gen)) {
+		if (!tc_canon_usable(folio) || !tc_canon_unchanged(s, gen)) {
 			folio_put(folio);
 			break;
 		}
@@ -506,7 +536,7 @@ bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from)
 
 	if (IS_ERR(folio))
 		return false;
-	if (folio_test_uptodate(folio) && !folio_test_large(folio)) {
+	if (tc_canon_usable(folio)) {
 		void *kaddr = kmap_local_folio(folio, 0);
 
 		zero = !memchr_inv(kaddr + from, 0, PAGE_SIZE - from);
@@ -536,6 +566,12 @@ void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 	page_alias_readahead(&ractl, nr, added);
 }
 
+/* May a canonical page got from tc_canon_mapping() be used? */
+bool tc_canon_page_usable(struct folio *folio)
+{
+	return tc_canon_usable(folio);
+}
+
 /* The canonical mapping of a scope. */
 struct address_space *tc_canon_mapping(struct tc_canon_scope *s)
 {
@@ -555,8 +591,47 @@ void tc_canon_count(struct tc_canon_scope *s, unsigned long aliased)
  * the range in flight; an unpin only drops what is not being read, to
  * give the memory back early.
  */
+/*
+ * Drop the pages of [@first, @last] from @mapping, without waiting for a
+ * locked one: a read in flight may have been started by a reader whose
+ * I/O cgroup throttles it, and the reservation must not go at its rate.
+ * A locked page is marked stale instead: if its read is in flight, the
+ * read checks the mark before it ends (tc_canon_end_io()), under the
+ * same folio lock; if it was uptodate and locked by someone else
+ * (reclaim, migration), no one hands it out any more.
+ */
+static unsigned long tc_canon_drop(struct address_space *mapping,
+				   pgoff_t first, pgoff_t last)
+{
+	struct folio_batch fbatch;
+	unsigned long dropped = 0;
+	pgoff_t next = first;
+	unsigned int i;
+
+	folio_batch_init(&fbatch);
+	while (next <= last &&
+	       filemap_get_folios(mapping, &next, last, &fbatch)) {
+		for (i = 0; i < folio_batch_count(&fbatch); i++) {
+			struct folio *folio = fbatch.folios[i];
+
+			if (!folio_trylock(folio)) {
+				tc_canon_folio_set_stale(folio);
+				continue;
+			}
+			if (folio->mapping == mapping) {
+				filemap_remove_folio(folio);
+				dropped++;
+			}
+			folio_unlock(folio);
+		}
+		folio_batch_release(&fbatch);
+		cond_resched();
+	}
+	return dropped;
+}
+
 static void tc_canon_forget(struct tc_canon_fs *cfs, u64 start, u64 len,
-			    bool wait)
+			    bool reserved)
 {
 	pgoff_t first = start >> PAGE_SHIFT;
 	pgoff_t last = (start + len - 1) >> PAGE_SHIFT;
@@ -564,7 +639,7 @@ static void tc_canon_forget(struct tc_canon_fs *cfs, u64 start, u64 len,
 
 	if (!len)
 		return;
-	if (wait) {
+	if (reserved) {
 		atomic64_inc(&cfs->gen);
 		/* Pairs with the barrier in tc_canon_read_folio(). */
 		smp_mb__after_atomic();
@@ -576,13 +651,12 @@ static void tc_canon_forget(struct tc_canon_fs *cfs, u64 start, u64 len,
 
 		if (!before)
 			continue;
-		if (wait)
-			truncate_inode_pages_range(mapping,
-						   (loff_t)first << PAGE_SHIFT,
-						   ((loff_t)last << PAGE_SHIFT) +
-						   PAGE_SIZE - 1);
-		else
-			invalidate_mapping_pages(mapping, first, last);
+		if (reserved) {
+			atomic64_add(tc_canon_drop(mapping, first, last),
+				     &s->invalidations);
+			continue;
+		}
+		invalidate_mapping_pages(mapping, first, last);
 		if (READ_ONCE(mapping->nrpages) < before)
 			atomic64_add(before - READ_ONCE(mapping->nrpages),
 				     &s->invalidations);

@@ -43,6 +43,7 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 			unsigned long nr, unsigned long *added);
 struct address_space *tc_canon_mapping(struct tc_canon_scope *s);
+bool tc_canon_page_usable(struct folio *folio);
 void tc_canon_count(struct tc_canon_scope *s, unsigned long aliased);
 
 /* What a scope holds and did, for sysfs. */

@@ -127,7 +127,7 @@ static void tc_extent_wait(struct tc_canon_scope *s, const u64 *logicals,
 				folio_put(folio);
 				break;
 			}
-		if (folio_test_uptodate(folio) && !folio_test_large(folio))
+		if (tc_canon_page_usable(folio))
 			__set_bit(i, ready);
 		folio_put(folio);
 	}

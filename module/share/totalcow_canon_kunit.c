@@ -3,7 +3,7 @@
  * KUnit tests for the canonical data cache (included at the end of
  * totalcow-canon.c): which pages of a file have a canonical address, scope
  * names, and how a reservation or an unpin drops a range of a real
- * canonical mapping.
+ * canonical mapping, marking a page whose read is in flight stale.
  */
 
 #include <kunit/test.h>
@@ -212,34 +212,39 @@ static int tc_canon_forget_thread(void *data)
 {
 	struct tc_canon_forgetter *f = data;
 
-	tc_canon_forget_srcu(f->cfs, 0, PAGE_SIZE, true);
+	tc_canon_forget_srcu(f->cfs, 0, 2 * PAGE_SIZE, true);
 	complete(&f->done);
 	return 0;
 }
 
-static void tc_canon_reservation_waits_for_a_read(struct kunit *test)
+static void tc_canon_reservation_marks_a_read_in_flight_stale(struct kunit *test)
 {
 	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
 	struct tc_canon_forgetter f = { .cfs = &t->cfs };
 	struct task_struct *task;
 	struct folio *folio;
+	bool waited;
 
 	init_completion(&f.done);
-	tc_canon_fill(test, t, 0, 0);
-	/* A read in flight holds the page locked. */
+	tc_canon_fill(test, t, 0, 1);
+	/* A read in flight: the page locked, not uptodate yet. */
 	folio = filemap_lock_folio(t->s.inode->i_mapping, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(folio));
+	folio_clear_uptodate(folio);
 	task = kthread_run(tc_canon_forget_thread, &f, "tc-canon-kunit");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
-	/* It must not drop the page under the read, nor return before. */
-	KUNIT_EXPECT_EQ(test, wait_for_completion_timeout(&f.done,
-							  msecs_to_jiffies(200)), 0UL);
-	KUNIT_EXPECT_PTR_EQ(test, folio->mapping, t->s.inode->i_mapping);
+	/* The reservation does not wait for the read (a throttled reader's). */
+	waited = !wait_for_completion_timeout(&f.done, msecs_to_jiffies(5000));
+	KUNIT_EXPECT_FALSE(test, waited);
+	/* It marked the page it could not drop, and dropped the other. */
+	KUNIT_EXPECT_TRUE(test, tc_canon_folio_stale(folio));
+	KUNIT_EXPECT_FALSE(test, tc_canon_has(t, 1));
+	/* The read ends: its page is never handed out. */
+	folio_mark_uptodate(folio);
 	folio_unlock(folio);
-	wait_for_completion(&f.done);
-	/* The reservation came after the read began: the read's page goes. */
-	KUNIT_EXPECT_NULL(test, folio->mapping);
-	KUNIT_EXPECT_FALSE(test, tc_canon_has(t, 0));
+	KUNIT_EXPECT_FALSE(test, tc_canon_usable(folio));
+	if (waited)
+		wait_for_completion(&f.done);
 	folio_put(folio);
 	tc_canon_test_scope_free(t);
 }
@@ -264,7 +269,7 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_scope_names),
 	KUNIT_CASE(tc_canon_reservation_drops_its_range),
 	KUNIT_CASE(tc_canon_unpin_skips_reads_in_flight),
-	KUNIT_CASE(tc_canon_reservation_waits_for_a_read),
+	KUNIT_CASE(tc_canon_reservation_marks_a_read_in_flight_stale),
 	KUNIT_CASE(tc_canon_canonical_mapping_is_private),
 	{}
 };
