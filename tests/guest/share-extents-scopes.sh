@@ -1,6 +1,6 @@
 #!/bin/bash
 # Sharing scopes keep tenants apart (issue 34 item 1; docs/design.md,
-# "Opt-in, scopes and the side channel"): one 16 MiB extent referred to
+# "Opt-in, scopes and the side channel"): one 32 MiB extent referred to
 # by files in two subvolumes of scope tenant-a, one of scope tenant-b and
 # one in no scope. Read once each, cold: tenant-a keeps one copy for its
 # two files, tenant-b one of its own, the unscoped file its own page
@@ -12,7 +12,7 @@
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 x=/sys/kernel/mm/totalcow/extents
 mnt=/mnt/btrfs
-mib=16
+mib=32
 bytes=$((mib << 20))
 pages=$((bytes / 4096))
 sum() { sha256sum < "$1" | cut -d' ' -f1; }
@@ -45,6 +45,7 @@ assert sorted(ss) == ["tenant-a", "tenant-b"] and len(ss["tenant-a"]) == 2, ss
 ' || die "extents list: $(ctl extents list)"
 
 drop_caches
+cat /dev/null	# cat back in memory first (a 9p root's pages count too)
 pc0=$(page_cache_bytes) rd0=$(sectors_read $DISK0)
 for v in a1 a2 b none; do
 	cat $mnt/$v/f > /dev/null
