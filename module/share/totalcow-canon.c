@@ -663,26 +663,28 @@ static void tc_canon_forget(struct tc_canon_fs *cfs, u64 start, u64 len,
 	}
 }
 
-static void tc_canon_hook_reserved(struct btrfs_fs_info *fs_info, u64 start,
-				   u64 len)
+/* btrfs's hooks: a range handed out (@reserved) or unpinned. */
+static void tc_canon_hook(struct btrfs_fs_info *fs_info, u64 start, u64 len,
+			  bool reserved)
 {
 	int idx = srcu_read_lock(&tc_canon_srcu);
 	struct tc_canon_fs *cfs = tc_canon_fs_of(fs_info);
 
 	if (cfs)
-		tc_canon_forget(cfs, start, len, true);
+		tc_canon_forget(cfs, start, len, reserved);
 	srcu_read_unlock(&tc_canon_srcu, idx);
+}
+
+static void tc_canon_hook_reserved(struct btrfs_fs_info *fs_info, u64 start,
+				   u64 len)
+{
+	tc_canon_hook(fs_info, start, len, true);
 }
 
 static void tc_canon_hook_unpinned(struct btrfs_fs_info *fs_info, u64 start,
 				   u64 len)
 {
-	int idx = srcu_read_lock(&tc_canon_srcu);
-	struct tc_canon_fs *cfs = tc_canon_fs_of(fs_info);
-
-	if (cfs)
-		tc_canon_forget(cfs, start, len, false);
-	srcu_read_unlock(&tc_canon_srcu, idx);
+	tc_canon_hook(fs_info, start, len, false);
 }
 
 static struct tc_canon_scope *tc_canon_find(struct tc_canon_fs *cfs,
