@@ -43,40 +43,10 @@
 
 #include "totalcow-canon.h"
 #include "totalcow-extent-share.h"
+#include "totalcow-share.h"
 
 /* Pages one miss proves and aliases: two aligned blocks. */
 #define TC_EXTENT_WINDOW	(2 * PAGE_ALIAS_BLOCK)
-
-/*
- * Slots of [@index, @index + @nr): bit set in @empty if empty or holding
- * a workingset shadow; in @ours if holding an alias to a canonical page.
- * A slot with a folio or another alias is in neither.
- */
-static void tc_extent_slots(struct address_space *mapping, pgoff_t index,
-			    unsigned long nr, unsigned long *empty,
-			    unsigned long *ours)
-{
-	XA_STATE(xas, &mapping->i_pages, index);
-	pgoff_t first, stop;
-	void *entry;
-
-	bitmap_fill(empty, nr);
-	bitmap_zero(ours, nr);
-	rcu_read_lock();
-	xas_for_each(&xas, entry, index + nr - 1) {
-		if (xas_retry(&xas, entry))
-			continue;
-		if (xa_is_value(entry) && !xa_is_page_alias(entry))
-			continue;
-		stop = 1UL << xas_get_order(&xas);
-		first = max(round_down(xas.xa_index, stop), index);
-		stop = min(round_down(xas.xa_index, stop) + stop, index + nr);
-		bitmap_clear(empty, first - index, stop - first);
-		if (xa_is_page_alias(entry) && tc_extent_alias(entry))
-			bitmap_set(ours, first - index, stop - first);
-	}
-	rcu_read_unlock();
-}
 
 /*
  * Start the reads of the canonical pages of the slots in @want, a run of
@@ -175,7 +145,7 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	filemap_invalidate_lock_shared(mapping);
 	if (!tc_canon_prove(inode, first, nr, logicals, want, &isize))
 		goto unlock;
-	tc_extent_slots(mapping, first, nr, empty, ready);
+	tc_empty_slots(mapping, first, nr, empty, ready);
 	bitmap_or(ready, ready, empty, nr);
 	bitmap_and(want, want, ready, nr);
 	if (bitmap_empty(want, nr))

@@ -14,7 +14,7 @@ struct folio_batch;
 
 /*
  * The data of an alias to a canonical page: the top bit of an alias's
- * data, above every group binding's (totalcow-share.c: id << 8 | sig).
+ * data, above every group binding's (totalcow-bind.h: id << 8 | sig).
  */
 #define TC_EXTENT_ALIAS_DATA	BIT(BITS_PER_XA_VALUE - PAGE_ALIAS_SHIFT - 1)
 
@@ -29,7 +29,5 @@ unsigned int tc_extent_resolve(struct address_space *mapping, pgoff_t index,
 			       pgoff_t last, struct folio_batch *fbatch);
 void tc_extent_broken(struct address_space *mapping, struct folio *folio,
 		      bool overwrite);
-/* totalcow-share.c: every inode of @sb is classified again at its next miss. */
-void tc_reclassify(struct super_block *sb);
 
 #endif /* TOTALCOW_EXTENT_SHARE_H */

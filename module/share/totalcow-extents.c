@@ -29,6 +29,7 @@
 #include "../../sysfs/totalcow-sysfs.h"
 #include "totalcow-canon.h"
 #include "totalcow-extent-share.h"
+#include "totalcow-share.h"
 
 /*
  * "<scope> <path>": a scope name, one space, and a path that is the rest

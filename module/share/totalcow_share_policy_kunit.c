@@ -6,19 +6,18 @@
  * an alias (tc_broken(): the template's bytes, the private bit, the
  * count), what a read of an alias resolves to (tc_resolve(): only the
  * binding's own aliases, only live template pages), which slots a
- * member's readahead is asked to fill (tc_mark_empty()), that each
+ * member's readahead is asked to fill (tc_empty_slots()), that each
  * mapping's alias count follows every store and removal, and what a block
  * alias (one entry for an aligned run) is to each of them, resolved a
  * run of pages at a time.
  *
- * Included at the end of totalcow-share.c (after totalcow_share_kunit.c)
- * so that the tests reach the policy's static functions. The member and
- * the template are two inodes of a throw-away anonymous superblock with
- * folios of known bytes in their page caches; the binding between them is
- * a tc_file made by hand and entered in the lookup table as
- * tc_file_bind() would. What needs btrfs (binding by path and extents,
- * the extent proof) is tested in UML against real btrfs
- * (tests/integration/test_share.py).
+ * Included at the end of totalcow-share.c so that the tests reach the
+ * policy's static functions. The member and the template are two inodes
+ * of a throw-away anonymous superblock with folios of known bytes in their
+ * page caches; the binding between them is a tc_file made by hand and
+ * entered in the lookup table (tc_file_hash()) as tc_file_bind() would.
+ * What needs btrfs (binding by path and extents, the extent proof) is
+ * tested in UML against real btrfs (tests/integration/test_share.py).
  */
 
 #include <kunit/test.h>
@@ -78,13 +77,13 @@ static int tc_policy_init(struct kunit *test)
 	tf->mapping = t->member->i_mapping;
 	tf->tinode = t->tmpl;
 	tf->group = &t->group;
-	tf->id = atomic_long_inc_return(&tc_next_id) & TC_ID_MASK;
+	tf->id = tc_file_new_id();
 	tf->nr_pages = TC_TEST_PAGES;
 	refcount_set(&tf->ref, 1);
 	INIT_LIST_HEAD(&tf->list);
 	INIT_LIST_HEAD(&tf->mlist);
 	xa_init_flags(&tf->sigs, XA_FLAGS_ACCOUNT);
-	err = rhashtable_insert_fast(&tc_files, &tf->node, tc_file_params);
+	err = tc_file_hash(tf);
 	if (err)
 		return err;
 	t->hashed = true;
@@ -98,7 +97,7 @@ static void tc_policy_exit(struct kunit *test)
 	if (!t)
 		return;
 	if (t->hashed) {
-		rhashtable_remove_fast(&tc_files, &t->tf.node, tc_file_params);
+		tc_file_unhash(&t->tf);
 		synchronize_rcu();
 		tc_sigs_free(&t->tf);
 	}
@@ -457,12 +456,17 @@ static void tc_policy_resolve_own_live_pages_only(struct kunit *test)
 	KUNIT_EXPECT_NULL(test, got);
 }
 
-/* Readahead is asked for the slots with neither a folio nor an alias. */
+/*
+ * Readahead is asked for the slots with neither a folio nor an alias;
+ * aliases to canonical pages are told apart (tc_empty_slots()).
+ */
 static void tc_policy_marks_only_empty_slots(struct kunit *test)
 {
 	struct tc_policy_test *t = test->priv;
 	struct address_space *mapping = t->member->i_mapping;
+	void *canon_alias = xa_mk_page_alias(TC_EXTENT_ALIAS_DATA);
 	DECLARE_BITMAP(fresh, TC_TEST_PAGES);
+	DECLARE_BITMAP(canon, TC_TEST_PAGES);
 	struct folio *f1 = tc_test_folio(test, t->member, 1, 1);
 	struct folio *f6 = tc_test_folio(test, t->member, 6, 6);
 	unsigned long seq;
@@ -472,6 +476,8 @@ static void tc_policy_marks_only_empty_slots(struct kunit *test)
 	seq = filemap_page_alias_seq(mapping);
 	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 2,
 						     tc_alias(&t->tf, 0), seq), 0);
+	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 4, canon_alias,
+						     seq), 0);
 	/* Not over a folio, not over an alias. */
 	KUNIT_EXPECT_EQ(test, filemap_add_page_alias(mapping, 1,
 						     tc_alias(&t->tf, 0), seq),
@@ -481,14 +487,20 @@ static void tc_policy_marks_only_empty_slots(struct kunit *test)
 			-EEXIST);
 	filemap_invalidate_unlock_shared(mapping);
 
-	tc_mark_empty(mapping, 0, 8, fresh);
-	for (i = 0; i < 8; i++)
+	tc_empty_slots(mapping, 0, 8, fresh, canon);
+	for (i = 0; i < 8; i++) {
 		KUNIT_EXPECT_EQ_MSG(test, (bool)test_bit(i, fresh),
-				    i != 1 && i != 2 && i != 6, "slot %u", i);
+				    i != 1 && i != 2 && i != 4 && i != 6,
+				    "slot %u", i);
+		/* Only the alias to a canonical page is one. */
+		KUNIT_EXPECT_EQ_MSG(test, (bool)test_bit(i, canon), i == 4,
+				    "slot %u", i);
+	}
 	/* A window that starts inside: bits count from its start. */
-	tc_mark_empty(mapping, 2, 7, fresh);
+	tc_empty_slots(mapping, 2, 5, fresh, NULL);
 	KUNIT_EXPECT_FALSE(test, test_bit(0, fresh));
 	KUNIT_EXPECT_TRUE(test, test_bit(1, fresh));
+	KUNIT_EXPECT_FALSE(test, test_bit(2, fresh));
 	KUNIT_EXPECT_FALSE(test, test_bit(4, fresh));
 
 	/* Clearing the aliases empties their slots, folios stay. */
@@ -636,7 +648,7 @@ static void tc_policy_aliases_a_proven_run(struct kunit *test)
  * An aligned block of selected, empty slots gets one block alias (one
  * multi-index entry above the leaves); a block that holds a folio, or is
  * not wholly selected, is aliased slot by slot. To the rest of mm a block
- * alias is every page's alias: tc_mark_empty() leaves all its pages to it,
+ * alias is every page's alias: tc_empty_slots() leaves all its pages to it,
  * tc_resolve() finds the template's pages at any of them, a run at
  * once (up to a page not in memory, or a full batch), a folio added
  * inside splits it and takes only its own slot, a punch or a direct
@@ -685,7 +697,7 @@ static void tc_policy_block_aliases(struct kunit *test)
 	tc_expect_aliases(test, mapping, nr - 2, "three blocks, two runs");
 
 	/* Only the unselected slot is left to readahead, in any window. */
-	tc_mark_empty(mapping, 5, 4 * TC_B + 8, fresh);
+	tc_empty_slots(mapping, 5, 4 * TC_B + 3, fresh, NULL);
 	KUNIT_EXPECT_EQ(test, bitmap_weight(fresh, 4 * TC_B + 3), 1U);
 	KUNIT_EXPECT_TRUE(test, test_bit(3 * TC_B + 1 - 5, fresh));
 

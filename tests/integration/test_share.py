@@ -1,5 +1,5 @@
 """Page-cache sharing among snapshots (layer 2, mm-patches/0002 and
-module/share/totalcow-share.c), in the debug UML kernel, again in the
+module/share/), in the debug UML kernel, again in the
 preemptible one (CONFIG_PREEMPT: the base kernel): UML runs one CPU,
 and only preemption lets a second thread run inside a window that holds no
 sleep, as it can on every kernel users run (issue 32); and on the x86-64

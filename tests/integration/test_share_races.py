@@ -1,5 +1,5 @@
 """Races of page-cache sharing against the member's own writeback and page
-drops (module/share/totalcow-share.c, tc_alias_proven()), run as an
+drops (module/share/totalcow-bind.c, tc_alias_proven()), run as an
 unprivileged user in an --auto group."""
 
 import re

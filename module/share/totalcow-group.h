@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Groups of a template subvolume and its member snapshots
+ * (totalcow-group.c): what the binding (totalcow-bind.c) and the policy
+ * (totalcow-share.c, totalcow-mmap.c) read of them and count in them.
+ */
+#ifndef TOTALCOW_GROUP_H
+#define TOTALCOW_GROUP_H
+
+#include <linux/atomic.h>
+#include <linux/cred.h>
+#include <linux/kobject.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/path.h>
+
+#include "../dm/totalcow-whitelist.h"
+
+struct file;
+
+enum tc_stat {
+	TC_FILES_BOUND,
+	TC_FILES_REFUSED,
+	TC_ALIASES_INSTALLED,
+	TC_ALIASES_PROVEN,
+	TC_ALIASES_RESOLVED,
+	TC_ALIASES_LOST,
+	TC_PRIVATE_SKIPS,
+	TC_HASH_REJECTS,
+	TC_MEMCMP_MISMATCHES,
+	TC_COMPARES,
+	TC_COW_BREAKS,
+	TC_SHARE_NS,
+	TC_MMAPS_SHARED,
+	TC_MMAPS_PRIVATE,
+	TC_FILES_BOUND_BY_EXTENTS,
+	TC_SHARE_WAIT_NS,
+	TC_MEMBERS_JOINED,
+	TC_COW_COPIES,
+	TC_PROOFS_STALE,
+	TC_NR_STATS
+};
+
+/*
+ * A member subvolume: added by an admin (groups/add), with its root's path
+ * held; or joined by itself (automatic, the group's "auto" file), known by
+ * its subvolume id only, so that it holds no mount busy and no subvolume
+ * from being deleted.
+ */
+struct tc_member {
+	struct list_head list;
+	struct list_head files;	/* its bound tc_files, under tc_files_lock */
+	struct path root;	/* groups/add; unset when automatic */
+	u32 dev;		/* st_dev of the subvolume */
+	bool automatic;
+	struct super_block *sb;	/* automatic: the template's */
+	u64 subvol;		/* automatic: its subvolume id */
+};
+
+struct tc_group {
+	struct kobject kobj;
+	struct list_head list;
+	char name[TC_TAG_MAX + 1];
+	struct path template;
+	u32 tdev;			/* st_dev of the template subvolume */
+	const struct cred *cred;	/* its creator's: bindings look up with it */
+	bool ro_held;			/* tc_btrfs_hold_readonly() on the template */
+	bool auto_join;			/* descendants join at their first read */
+	struct list_head members;	/* tc_member, under tc_groups_lock */
+	struct list_head files;		/* tc_file, under tc_files_lock */
+	atomic_long_t stats[TC_NR_STATS];
+	atomic_long_t policy_bytes;	/* of its files' signature chunks */
+};
+
+/* Groups, their members, and the groups/ files. */
+extern struct mutex tc_groups_lock;
+
+static inline void tc_count(struct tc_group *g, enum tc_stat s, long n)
+{
+	atomic_long_add(n, &g->stats[s]);
+}
+
+u32 tc_path_dev(const struct path *path);
+struct tc_member *tc_find_member(const struct path *path, struct tc_group **gp);
+struct tc_member *tc_auto_join(struct file *file, struct tc_group **gp);
+int tc_groups_init(void);
+
+#endif /* TOTALCOW_GROUP_H */

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Private mappings of member files that map the template file
+ * (totalcow-mmap.c): the page-alias hooks totalcow-share.c registers.
+ */
+#ifndef TOTALCOW_MMAP_H
+#define TOTALCOW_MMAP_H
+
+struct file;
+struct inode;
+
+struct file *tc_mmap_file(struct file *file, unsigned long prot);
+void tc_mmap_done(struct file *file, struct file *alias);
+void tc_backing_release(struct file *file);
+void tc_size_changed(struct inode *inode);
+
+#endif /* TOTALCOW_MMAP_H */
