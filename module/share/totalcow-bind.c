@@ -40,6 +40,7 @@
 
 #include "totalcow-bind.h"
 #include "totalcow-btrfs.h"
+#include "totalcow-canon.h"
 #include "totalcow-group.h"
 #include "totalcow-sig.h"
 
@@ -408,10 +409,10 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 
 struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 {
+	bool by_extents, in_no_group = false;
 	struct tc_file *tf, *old;
 	struct tc_member *m;
 	struct tc_group *g;
-	bool by_extents;
 	struct path tp;
 	pgoff_t nr;
 	int err;
@@ -424,7 +425,7 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 	if (!m)
 		m = tc_auto_join(file, &g);
 	if (!m) {
-		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+		in_no_group = true;
 		goto unlock;
 	}
 	err = tc_template_of(file, g, m, &tp, &by_extents);
@@ -480,6 +481,13 @@ nomem:
 	path_put(&tp);
 unlock:
 	mutex_unlock(&tc_groups_lock);
+	/*
+	 * In no group: a snapshot of a subvolume in a sharing scope joins
+	 * that scope (its files share extents from this read on); any other
+	 * file is never asked about again.
+	 */
+	if (in_no_group && !tc_canon_follow(file_inode(file)))
+		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
 	return tf;
 }
 

@@ -274,6 +274,54 @@ int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops)
 	return err;
 }
 
+/**
+ * tc_btrfs_ancestors - the subvolumes @inode's subvolume was snapshotted from
+ * @inode: any inode of the subvolume
+ * @ids: set to their ids, nearest first: the subvolume it is a snapshot
+ *	of, the one that one is a snapshot of, and so on
+ * @max: the room in @ids
+ *
+ * Follows parent UUIDs, which only snapshot creation sets (a received
+ * UUID plays no part): a lookup in the UUID tree and in the subvolume
+ * roots per hop, @max hops at most whatever the chain. A chain that
+ * leaves the file system's subvolumes (a deleted intermediate, a parent
+ * on another file system) ends there.
+ *
+ * Return: the number of ids set, or -ENOMEM.
+ */
+int tc_btrfs_ancestors(struct inode *inode, u64 *ids, int max)
+{
+	struct btrfs_fs_info *fs_info = inode_to_fs_info(inode);
+	struct btrfs_root *root = btrfs_grab_root(BTRFS_I(inode)->root);
+	u8 parent[BTRFS_UUID_SIZE];
+	int n = 0, err;
+
+	while (root && n < max) {
+		down_read(&fs_info->subvol_sem);
+		memcpy(parent, root->root_item.parent_uuid, BTRFS_UUID_SIZE);
+		up_read(&fs_info->subvol_sem);
+		btrfs_put_root(root);
+		root = NULL;
+		if (btrfs_is_empty_uuid(parent))
+			break;
+		err = tc_uuid_subvol(fs_info, parent, &ids[n]);
+		if (err == -ENOMEM)
+			return err;
+		if (err)
+			break;
+		if (++n == max)
+			break;
+		root = btrfs_get_fs_root(fs_info, ids[n - 1], true);
+		if (IS_ERR(root)) {
+			if (PTR_ERR(root) == -ENOMEM)
+				return -ENOMEM;
+			root = NULL;
+		}
+	}
+	btrfs_put_root(root);
+	return n;
+}
+
 /* Does subvolume @id of @sb's file system still exist (not deleted)? */
 bool tc_btrfs_subvol_exists(struct super_block *sb, u64 id)
 {

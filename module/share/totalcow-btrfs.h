@@ -18,6 +18,7 @@ u64 tc_btrfs_subvol_writer(struct inode *dir);
 int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
 u64 tc_btrfs_subvol_id(struct inode *inode);
 int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops);
+int tc_btrfs_ancestors(struct inode *inode, u64 *ids, int max);
 bool tc_btrfs_subvol_exists(struct super_block *sb, u64 id);
 char *tc_btrfs_subvol_name(struct super_block *sb, u64 id);
 unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,

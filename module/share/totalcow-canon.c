@@ -61,6 +61,7 @@
 #include "super.h"
 #include "volumes.h"
 
+#include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
 
 #define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
@@ -75,9 +76,23 @@ struct tc_canon_fs {
 	atomic64_t gen;
 	/* Scopes; changed under tc_canon_mutex, walked under tc_canon_srcu. */
 	struct list_head scopes;
-	/* Subvolume id -> its scope; loaded under RCU or tc_canon_srcu. */
+	/*
+	 * Subvolume id -> its scope, marked TC_CANON_FOLLOWED if it joined by
+	 * following its source (tc_canon_follow()); or a value: TC_CANON_OUT
+	 * if an admin took it out, else the follow_gen at which it was last
+	 * found to descend from no scope. Loaded under RCU or tc_canon_srcu.
+	 */
 	struct xarray subvols;
+	/* Bumped by every enable and disable, under tc_canon_mutex. */
+	unsigned long follow_gen;
 };
+
+/* How many snapshots back a subvolume's source is looked for in scopes. */
+#define TC_CANON_FOLLOW_HOPS	8
+#define TC_CANON_FOLLOWED	XA_MARK_1
+#define TC_CANON_OUT		xa_mk_value(0)
+/* A subvolume found to descend from no scope at @gen (never TC_CANON_OUT). */
+#define tc_canon_none_at(gen)	xa_mk_value(((gen) << 1) | 1)
 
 struct tc_canon_scope {
 	struct list_head node;
@@ -137,6 +152,7 @@ static struct tc_canon_fs *tc_canon_fs_of(struct btrfs_fs_info *fs_info)
  */
 static struct tc_canon_scope *tc_canon_scope_of(struct inode *inode)
 {
+	struct tc_canon_scope *s;
 	struct tc_canon_fs *cfs;
 
 	if (!static_branch_unlikely(&btrfs_canon_key) ||
@@ -146,7 +162,8 @@ static struct tc_canon_scope *tc_canon_scope_of(struct inode *inode)
 				    srcu_read_lock_held(&tc_canon_srcu));
 	if (!cfs)
 		return NULL;
-	return xa_load(&cfs->subvols, btrfs_root_id(BTRFS_I(inode)->root));
+	s = xa_load(&cfs->subvols, btrfs_root_id(BTRFS_I(inode)->root));
+	return xa_is_value(s) ? NULL : s;
 }
 
 /**
@@ -830,14 +847,18 @@ static void tc_canon_put_empty(struct tc_canon_fs *cfs,
  * @name: the scope (tc_canon_scope_name_valid()), made with its canonical
  *	mapping if the file system has none of that name
  *
- * Return: 0; -EEXIST if the subvolume is in a scope already; -EINVAL for a
- * bad name or a file system that is not btrfs; -EOPNOTSUPP for one that
- * cannot share extents (tc_canon_fs_eligible()); -ENOMEM.
+ * Snapshots made from the subvolume follow it into the scope
+ * (tc_canon_follow()). One that followed its source into a scope may be
+ * put in another, or in the same as enabled itself.
+ *
+ * Return: 0; -EEXIST if the subvolume was enabled in a scope already;
+ * -EINVAL for a bad name or a file system that is not btrfs; -EOPNOTSUPP
+ * for one that cannot share extents (tc_canon_fs_eligible()); -ENOMEM.
  */
 int tc_canon_enable(struct inode *inode, const char *name)
 {
+	struct tc_canon_scope *s, *old = NULL;
 	struct super_block *sb = inode->i_sb;
-	struct tc_canon_scope *s;
 	struct tc_canon_fs *cfs;
 	u64 subvol;
 	int ret;
@@ -851,9 +872,15 @@ int tc_canon_enable(struct inode *inode, const char *name)
 
 	mutex_lock(&tc_canon_mutex);
 	cfs = tc_canon_fs_of(btrfs_sb(sb));
-	if (cfs && xa_load(&cfs->subvols, subvol)) {
-		ret = -EEXIST;
-		goto out;
+	if (cfs) {
+		old = xa_load(&cfs->subvols, subvol);
+		if (xa_is_value(old))
+			old = NULL;	/* out, or in none: enabled now */
+		if (old && !xa_get_mark(&cfs->subvols, subvol,
+					TC_CANON_FOLLOWED)) {
+			ret = -EEXIST;
+			goto out;
+		}
 	}
 	if (!cfs)
 		cfs = tc_canon_fs_new(btrfs_sb(sb));
@@ -868,10 +895,18 @@ int tc_canon_enable(struct inode *inode, const char *name)
 		ret = xa_err(xa_store(&cfs->subvols, subvol, s, GFP_KERNEL));
 	else
 		ret = -ENOMEM;
-	if (!ret)
+	if (!ret) {
+		xa_clear_mark(&cfs->subvols, subvol, TC_CANON_FOLLOWED);
 		s->nr_subvols++;
-	else
+		WRITE_ONCE(cfs->follow_gen, cfs->follow_gen + 1);
+		/* Its aliases resolve through the new scope from now on. */
+		if (old) {
+			old->nr_subvols--;
+			tc_canon_put_empty(cfs, old);
+		}
+	} else {
 		tc_canon_put_empty(cfs, s);
+	}
 out:
 	mutex_unlock(&tc_canon_mutex);
 	return ret;
@@ -885,7 +920,10 @@ out:
  * The scope goes with its last subvolume (waiting for its users and its
  * reads in flight), and the file system's state with its last scope.
  * Aliases to the scope's pages left in files resolve to nothing from then
- * on, and those pages are read again.
+ * on, and those pages are read again. The subvolume, and snapshots made
+ * from it later, stay out of every scope until enabled: they do not
+ * follow their sources back in (tc_canon_follow()). Snapshots that
+ * followed it before stay in the scope.
  *
  * Return: 0, or -ENOENT if the subvolume is not in that scope.
  */
@@ -902,9 +940,12 @@ int tc_canon_disable(struct inode *inode, const char *name)
 	cfs = tc_canon_fs_of(btrfs_sb(inode->i_sb));
 	if (cfs)
 		s = xa_load(&cfs->subvols, subvol);
-	if (s && !strcmp(s->name, name)) {
-		xa_erase(&cfs->subvols, subvol);
+	if (s && !xa_is_value(s) && !strcmp(s->name, name)) {
+		/* Replaces an entry: no allocation, no failure. */
+		xa_store(&cfs->subvols, subvol, TC_CANON_OUT, GFP_KERNEL);
+		xa_clear_mark(&cfs->subvols, subvol, TC_CANON_FOLLOWED);
 		s->nr_subvols--;
+		WRITE_ONCE(cfs->follow_gen, cfs->follow_gen + 1);
 		tc_canon_put_empty(cfs, s);
 	} else {
 		s = NULL;
@@ -923,6 +964,102 @@ bool tc_canon_in_scope(struct inode *inode)
 	rcu_read_lock();
 	in = tc_canon_scope_of(inode);
 	rcu_read_unlock();
+	return in;
+}
+
+/*
+ * The scope of the nearest of @ids (a subvolume's sources, nearest first:
+ * tc_btrfs_ancestors()) that is in one, unless an admin took out one
+ * nearer (TC_CANON_OUT); NULL if none. @subvols is a tc_canon_fs's,
+ * tc_canon_mutex held.
+ */
+static struct tc_canon_scope *tc_canon_follow_pick(struct xarray *subvols,
+						   const u64 *ids, int n)
+{
+	void *e;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		e = xa_load(subvols, ids[i]);
+		if (e == TC_CANON_OUT)
+			return NULL;
+		if (e && !xa_is_value(e))
+			return e;
+	}
+	return NULL;
+}
+
+/**
+ * tc_canon_follow - put a snapshot in the scope of the subvolume it was made from
+ * @inode: a file whose subvolume is in no scope, at a read of it
+ *
+ * A subvolume made by snapshot from one in a scope (enabled, or itself
+ * following, at most TC_CANON_FOLLOW_HOPS snapshots back) joins that
+ * scope: a fleet's containers made from an enabled image share with it
+ * without an admin step each. Only a subvolume's owner (or
+ * CAP_SYS_ADMIN) may snapshot it, and the snapshot holds the source's
+ * data, so it joins its source's trust domain (docs/design.md). One an
+ * admin took out stays out, and so do snapshots made from it. A subvolume
+ * found to follow nothing is not looked up again until the next enable or
+ * disable. The lookup (a UUID tree search per hop) runs without locks;
+ * its entry is charged to the reader.
+ *
+ * Return: whether @inode's subvolume is in a scope now.
+ */
+bool tc_canon_follow(struct inode *inode)
+{
+	u64 ids[TC_CANON_FOLLOW_HOPS], subvol;
+	struct tc_canon_scope *s;
+	struct tc_canon_fs *cfs;
+	unsigned long gen = 0;
+	bool in = false;
+	void *e = NULL;
+	int n;
+
+	if (!static_branch_unlikely(&btrfs_canon_key) ||
+	    inode->i_sb->s_magic != BTRFS_SUPER_MAGIC)
+		return false;
+	subvol = btrfs_root_id(BTRFS_I(inode)->root);
+	rcu_read_lock();
+	cfs = rcu_dereference(btrfs_sb(inode->i_sb)->canon);
+	if (cfs) {
+		e = xa_load(&cfs->subvols, subvol);
+		gen = READ_ONCE(cfs->follow_gen);
+	}
+	rcu_read_unlock();
+	if (!cfs || e == TC_CANON_OUT || e == tc_canon_none_at(gen))
+		return false;
+	if (e && !xa_is_value(e))
+		return true;
+	n = tc_btrfs_ancestors(inode, ids, ARRAY_SIZE(ids));
+	if (n < 0)
+		return false;
+	mutex_lock(&tc_canon_mutex);
+	cfs = tc_canon_fs_of(btrfs_sb(inode->i_sb));
+	if (!cfs)
+		goto out;
+	e = xa_load(&cfs->subvols, subvol);
+	if (e && !xa_is_value(e)) {
+		in = true;
+		goto out;
+	}
+	if (e == TC_CANON_OUT)
+		goto out;
+	s = tc_canon_follow_pick(&cfs->subvols, ids, n);
+	if (s) {
+		in = !xa_err(xa_store(&cfs->subvols, subvol, s,
+				      GFP_KERNEL_ACCOUNT));
+		if (in) {
+			xa_set_mark(&cfs->subvols, subvol, TC_CANON_FOLLOWED);
+			s->nr_subvols++;
+		}
+	} else if (cfs->follow_gen == gen) {
+		/* Without memory it is only looked up again. */
+		xa_store(&cfs->subvols, subvol, tc_canon_none_at(gen),
+			 GFP_KERNEL_ACCOUNT);
+	}
+out:
+	mutex_unlock(&tc_canon_mutex);
 	return in;
 }
 
@@ -964,8 +1101,9 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
  * @buf: a sysfs page
  *
  * "<fsid> <scope> pages <n> reads <n> read_failures <n> invalidations <n>
- * aliased <n> resolved <n> subvolumes <id>...": what does not fit in the
- * page is left out.
+ * aliased <n> resolved <n> subvolumes <id>... followed <id>...": the
+ * subvolumes enabled, then those that followed their sources in; what
+ * does not fit in the page is left out.
  *
  * Return: the bytes written.
  */
@@ -990,6 +1128,13 @@ ssize_t tc_canon_show(char *buf)
 					     st.invalidations, st.aliased,
 					     st.resolved);
 			xa_for_each(&cfs->subvols, id, in)
+				if (in == s &&
+				    !xa_get_mark(&cfs->subvols, id,
+						 TC_CANON_FOLLOWED))
+					len += sysfs_emit_at(buf, len, " %lu", id);
+			len += sysfs_emit_at(buf, len, " followed");
+			xa_for_each_marked(&cfs->subvols, id, in,
+					   TC_CANON_FOLLOWED)
 				if (in == s)
 					len += sysfs_emit_at(buf, len, " %lu", id);
 			len += sysfs_emit_at(buf, len, "\n");

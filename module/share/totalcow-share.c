@@ -360,8 +360,12 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	/* A file in a sharing scope shares its extents, not as a member. */
 	if (!tf && tc_canon_in_scope(mapping->host))
 		return tc_extent_read_miss(file, mapping, index, end);
-	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags))
+	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags)) {
 		tf = tc_file_bind(file, mapping);
+		/* Or, in no group, it followed its source into a scope. */
+		if (!tf && tc_canon_in_scope(mapping->host))
+			return tc_extent_read_miss(file, mapping, index, end);
+	}
 	if (!tf)
 		return false;
 	/* Up to the template's end, in windows of the member's readahead. */

@@ -3,7 +3,8 @@
  * KUnit tests for the canonical data cache (included at the end of
  * totalcow-canon.c): which pages of a file have a canonical address, scope
  * names, and how a reservation or an unpin drops a range of a real
- * canonical mapping, marking a page whose read is in flight stale.
+ * canonical mapping, marking a page whose read is in flight stale; which
+ * scope a snapshot follows its sources into.
  */
 
 #include <kunit/test.h>
@@ -249,6 +250,38 @@ static void tc_canon_reservation_marks_a_read_in_flight_stale(struct kunit *test
 	tc_canon_test_scope_free(t);
 }
 
+/*
+ * A snapshot follows the nearest of its sources that is in a scope; not
+ * past one an admin took out; past those found to follow nothing; not
+ * beyond the sources it was given (TC_CANON_FOLLOW_HOPS).
+ */
+static void tc_canon_follow_picks_the_nearest_scope(struct kunit *test)
+{
+	struct tc_canon_scope *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+	struct tc_canon_scope *b = kunit_kzalloc(test, sizeof(*b), GFP_KERNEL);
+	const u64 ids[] = { 10, 20, 30 };
+	struct xarray x;
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	KUNIT_ASSERT_NOT_NULL(test, b);
+	xa_init(&x);
+	KUNIT_EXPECT_NULL(test, tc_canon_follow_pick(&x, ids, 3));
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&x, 30, b, GFP_KERNEL)), 0);
+	KUNIT_EXPECT_PTR_EQ(test, tc_canon_follow_pick(&x, ids, 3), b);
+	KUNIT_EXPECT_NULL(test, tc_canon_follow_pick(&x, ids, 2));
+	KUNIT_EXPECT_NULL(test, tc_canon_follow_pick(&x, ids, 0));
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&x, 20, a, GFP_KERNEL)), 0);
+	KUNIT_EXPECT_PTR_EQ(test, tc_canon_follow_pick(&x, ids, 3), a);
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&x, 10, tc_canon_none_at(7UL),
+					      GFP_KERNEL)), 0);
+	KUNIT_EXPECT_PTR_EQ(test, tc_canon_follow_pick(&x, ids, 3), a);
+	KUNIT_EXPECT_PTR_NE(test, tc_canon_none_at(0UL), TC_CANON_OUT);
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&x, 10, TC_CANON_OUT, GFP_KERNEL)),
+			0);
+	KUNIT_EXPECT_NULL(test, tc_canon_follow_pick(&x, ids, 3));
+	xa_destroy(&x);
+}
+
 static void tc_canon_canonical_mapping_is_private(struct kunit *test)
 {
 	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
@@ -271,6 +304,7 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_unpin_skips_reads_in_flight),
 	KUNIT_CASE(tc_canon_reservation_marks_a_read_in_flight_stale),
 	KUNIT_CASE(tc_canon_canonical_mapping_is_private),
+	KUNIT_CASE(tc_canon_follow_picks_the_nearest_scope),
 	{}
 };
 

@@ -48,12 +48,12 @@ sub=$(btrfs inspect-internal rootid "$mnt/sub with spaces")
 third=$(btrfs inspect-internal rootid $mnt/third)
 
 put enable "default $mnt/dir"
-grep -qx "$fsid default pages 0 reads 0 read_failures 0 invalidations 0 aliased 0 resolved 0 subvolumes 5" \
+grep -qx "$fsid default pages 0 reads 0 read_failures 0 invalidations 0 aliased 0 resolved 0 subvolumes 5 followed" \
 	$x/scopes || die "scopes after enable: $(cat $x/scopes)"
 put enable "tenant-b.2 $mnt/sub with spaces"
 put enable "default $mnt/third"
 [ "$(scopes)" = 2 ] || die "two scopes: $(cat $x/scopes)"
-grep -q " default .* subvolumes 5 $third\$" $x/scopes && grep -q " tenant-b.2 .* subvolumes $sub\$" $x/scopes ||
+grep -q " default .* subvolumes 5 $third followed\$" $x/scopes && grep -q " tenant-b.2 .* subvolumes $sub followed\$" $x/scopes ||
 	die "subvolumes of the scopes: $(cat $x/scopes)"
 
 # A subvolume is in one scope at most.

@@ -107,11 +107,16 @@ DESCRIPTION
     copy in memory of the data extents they share, whichever file refers
     to them (reflinked copies, deduplicated files, snapshots, writable or
     not); files in different scopes never share a page, so tenants that
-    must not observe each other's reads belong in different scopes. A
-    subvolume is in one scope at most, and the kernel forgets scopes when
-    the file system is unmounted. enable is all or nothing: if a PATH is
-    refused, the ones enabled before it are disabled again. list shows
-    each file system's scopes, their subvolumes and what they hold. Like
+    must not observe each other's reads belong in different scopes.
+    Snapshots made from an enabled subvolume later (containers made from
+    an image) follow it into its scope at their first read, and so do
+    snapshots of those, up to 8 deep; enable puts a followed snapshot in a
+    scope of its own instead, and disable keeps a subvolume, and the
+    snapshots made from it afterwards, out. A subvolume is enabled in one
+    scope at most, and the kernel forgets scopes when the file system is
+    unmounted. enable is all or nothing: if a PATH is refused, the ones
+    enabled before it are disabled again. list shows each file system's
+    scopes, the subvolumes enabled and followed, and what they hold. Like
     groups, they need the TotalCOW kernel; without it extents says so and
     exits 4, as it does for a file system that cannot share extents
     (mixed block groups, zoned).

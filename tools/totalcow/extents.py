@@ -50,7 +50,9 @@ def extents_write(name, scope, path):
 
 
 def scopes():
-    """The kernel's scopes: [{"fsid", "scope", "subvolumes": [...], counters...}]."""
+    """The kernel's scopes: [{"fsid", "scope", "subvolumes": [...],
+    "followed": [...], counters...}]: the subvolumes enabled, and those
+    that followed the subvolume they were snapshotted from in."""
     need_extents()
     out = []
     with open(os.path.join(SYSFS, "extents", "scopes")) as f:
@@ -58,12 +60,13 @@ def scopes():
             w = line.split()
             if len(w) < 2:
                 continue
-            rec = {"fsid": w[0], "scope": w[1], "subvolumes": []}
+            rec = {"fsid": w[0], "scope": w[1], "subvolumes": [], "followed": []}
             rest = w[2:]
-            if "subvolumes" in rest:
-                i = rest.index("subvolumes")
-                rec["subvolumes"] = [int(v) for v in rest[i + 1:]]
-                rest = rest[:i]
+            for key in ("followed", "subvolumes"):
+                if key in rest:
+                    i = rest.index(key)
+                    rec[key] = [int(v) for v in rest[i + 1:]]
+                    rest = rest[:i]
             rec.update({k: int(v) for k, v in zip(rest[::2], rest[1::2])})
             out.append(rec)
     return out
@@ -108,7 +111,8 @@ def cmd_extents_list(a):
         return EX_OK
     for s in ss:
         subvols = ",".join(str(v) for v in s["subvolumes"])
-        print(f"{s['fsid']}\t{s['scope']}\tsubvolumes {subvols}\t"
+        followed = ",".join(str(v) for v in s["followed"]) or "-"
+        print(f"{s['fsid']}\t{s['scope']}\tsubvolumes {subvols}\tfollowed {followed}\t"
               f"{s.get('pages', 0) * 4 / 1024:.1f} MiB cached\t"
               f"{s.get('aliased', 0)} pages aliased\t{s.get('read_failures', 0)} failed reads")
     return EX_OK
