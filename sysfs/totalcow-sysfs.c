@@ -427,6 +427,39 @@ struct kobject *totalcow_sysfs_kobj(void)
 	return totalcow_kobj;
 }
 
+/**
+ * tc_sysfs_name_path - split a line written to a sysfs file: "<name> <path>"
+ * @buf: what was written
+ * @count: its length
+ * @name: set to the name, NUL-terminated (room for @name_max + 1 bytes)
+ * @name_max: the longest name taken
+ * @path: set to the path, allocated (kfree() it): the rest of the line,
+ *	which may hold spaces, without the final newline
+ *
+ * The path must be absolute; what a name may be made of is the caller's
+ * to check.
+ *
+ * Return: 0, -EINVAL if the line is malformed, or -ENOMEM.
+ */
+int tc_sysfs_name_path(const char *buf, size_t count, char *name,
+		       size_t name_max, char **path)
+{
+	const char *sp = strnchr(buf, count, ' ');
+	size_t n;
+
+	if (!sp || sp == buf || sp - buf > name_max)
+		return -EINVAL;
+	memcpy(name, buf, sp - buf);
+	name[sp - buf] = '\0';
+	n = count - (sp + 1 - buf);
+	if (n && sp[n] == '\n')
+		n--;
+	if (!n || sp[1] != '/')
+		return -EINVAL;
+	*path = kstrndup(sp + 1, n, GFP_KERNEL);
+	return *path ? 0 : -ENOMEM;
+}
+
 static int __init totalcow_sysfs_init(void)
 {
 	int ret;

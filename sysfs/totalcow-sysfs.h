@@ -3,9 +3,13 @@
 #ifndef TOTALCOW_SYSFS_H
 #define TOTALCOW_SYSFS_H
 
+#include <linux/types.h>
+
 struct kobject;
 
 /* The /sys/kernel/mm/totalcow kobject; valid after late_initcall. */
 struct kobject *totalcow_sysfs_kobj(void);
+int tc_sysfs_name_path(const char *buf, size_t count, char *name,
+		       size_t name_max, char **path);
 
 #endif /* TOTALCOW_SYSFS_H */

@@ -211,6 +211,29 @@ static int tc_uuid_subvol(struct btrfs_fs_info *fs_info, const u8 *uuid,
 	return ret;
 }
 
+/* The parent UUID of @root into @parent; the reference to @root is dropped. */
+static void tc_parent_uuid(struct btrfs_fs_info *fs_info,
+			   struct btrfs_root *root, u8 *parent)
+{
+	down_read(&fs_info->subvol_sem);
+	memcpy(parent, root->root_item.parent_uuid, BTRFS_UUID_SIZE);
+	up_read(&fs_info->subvol_sem);
+	btrfs_put_root(root);
+}
+
+/*
+ * The subvolume whose UUID is @uuid, referenced, with its id in *@id; or
+ * ERR_PTR(-ENOMEM), or another error if there is none (deleted, or on
+ * another file system).
+ */
+static struct btrfs_root *tc_uuid_root(struct btrfs_fs_info *fs_info,
+				       const u8 *uuid, u64 *id)
+{
+	int err = tc_uuid_subvol(fs_info, uuid, id);
+
+	return err ? ERR_PTR(err) : btrfs_get_fs_root(fs_info, *id, true);
+}
+
 /**
  * tc_btrfs_lineage_hops - how far back @inode's subvolume descends from @tmpl's
  * @inode: any inode of the subvolume to look at
@@ -244,10 +267,7 @@ int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops)
 	memcpy(received, t->root_item.received_uuid, BTRFS_UUID_SIZE);
 	up_read(&fs_info->subvol_sem);
 	for (hop = 1; hop <= max_hops; hop++) {
-		down_read(&fs_info->subvol_sem);
-		memcpy(parent, root->root_item.parent_uuid, BTRFS_UUID_SIZE);
-		up_read(&fs_info->subvol_sem);
-		btrfs_put_root(root);
+		tc_parent_uuid(fs_info, root, parent);
 		root = NULL;
 		if (btrfs_is_empty_uuid(parent))
 			break;
@@ -257,18 +277,12 @@ int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops)
 			return hop;
 		if (hop == max_hops)
 			break;
-		err = tc_uuid_subvol(fs_info, parent, &id);
-		if (err) {
-			err = err == -ENOMEM ? err : -EXDEV;
-			break;
-		}
-		root = btrfs_get_fs_root(fs_info, id, true);
+		root = tc_uuid_root(fs_info, parent, &id);
 		if (IS_ERR(root)) {
 			err = PTR_ERR(root) == -ENOMEM ? -ENOMEM : -EXDEV;
 			root = NULL;
 			break;
 		}
-		err = -EXDEV;
 	}
 	btrfs_put_root(root);
 	return err;
@@ -294,29 +308,15 @@ int tc_btrfs_ancestors(struct inode *inode, u64 *ids, int max)
 	struct btrfs_fs_info *fs_info = inode_to_fs_info(inode);
 	struct btrfs_root *root = btrfs_grab_root(BTRFS_I(inode)->root);
 	u8 parent[BTRFS_UUID_SIZE];
-	int n = 0, err;
+	int n;
 
-	while (root && n < max) {
-		down_read(&fs_info->subvol_sem);
-		memcpy(parent, root->root_item.parent_uuid, BTRFS_UUID_SIZE);
-		up_read(&fs_info->subvol_sem);
-		btrfs_put_root(root);
-		root = NULL;
+	for (n = 0; n < max; n++) {
+		tc_parent_uuid(fs_info, root, parent);
 		if (btrfs_is_empty_uuid(parent))
-			break;
-		err = tc_uuid_subvol(fs_info, parent, &ids[n]);
-		if (err == -ENOMEM)
-			return err;
-		if (err)
-			break;
-		if (++n == max)
-			break;
-		root = btrfs_get_fs_root(fs_info, ids[n - 1], true);
-		if (IS_ERR(root)) {
-			if (PTR_ERR(root) == -ENOMEM)
-				return -ENOMEM;
-			root = NULL;
-		}
+			return n;
+		root = tc_uuid_root(fs_info, parent, &ids[n]);
+		if (IS_ERR(root))
+			return PTR_ERR(root) == -ENOMEM ? -ENOMEM : n;
 	}
 	btrfs_put_root(root);
 	return n;

@@ -38,22 +38,14 @@
 static int tc_extents_parse(const char *buf, size_t count, char *scope,
 			    char **path)
 {
-	const char *sp = strnchr(buf, count, ' ');
-	size_t n;
+	int err = tc_sysfs_name_path(buf, count, scope,
+				     TC_CANON_SCOPE_NAME_MAX, path);
 
-	if (!sp || sp == buf || sp - buf > TC_CANON_SCOPE_NAME_MAX)
-		return -EINVAL;
-	memcpy(scope, buf, sp - buf);
-	scope[sp - buf] = '\0';
-	if (!tc_canon_scope_name_valid(scope))
-		return -EINVAL;
-	n = count - (sp + 1 - buf);
-	if (n && sp[n] == '\n')
-		n--;
-	if (!n || sp[1] != '/')
-		return -EINVAL;
-	*path = kstrndup(sp + 1, n, GFP_KERNEL);
-	return *path ? 0 : -ENOMEM;
+	if (!err && !tc_canon_scope_name_valid(scope)) {
+		kfree(*path);
+		err = -EINVAL;
+	}
+	return err;
 }
 
 static ssize_t tc_extents_store(const char *op, const char *buf, size_t count,

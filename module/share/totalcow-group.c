@@ -353,30 +353,22 @@ static struct tc_group *tc_group_find(const char *name)
 }
 
 /*
- * "<name> <path>": the name, and a path that is the rest of the line
+ * "<name> <path>": a group name, and a path that is the rest of the line
  * (it may hold spaces) without the final newline.
  */
 static int tc_parse_name_path(const char *buf, size_t count, char *name,
 			      char **path)
 {
-	const char *sp = strchr(buf, ' ');
-	size_t n;
+	int err;
 
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
-	if (!sp || sp - buf > TC_TAG_MAX)
-		return -EINVAL;
-	memcpy(name, buf, sp - buf);
-	name[sp - buf] = '\0';
-	if (!tc_tag_name_valid(name))
-		return -EINVAL;
-	n = count - (sp + 1 - buf);
-	if (n && sp[n] == '\n')
-		n--;
-	if (!n || sp[1] != '/')
-		return -EINVAL;
-	*path = kstrndup(sp + 1, n, GFP_KERNEL);
-	return *path ? 0 : -ENOMEM;
+	err = tc_sysfs_name_path(buf, count, name, TC_TAG_MAX, path);
+	if (!err && !tc_tag_name_valid(name)) {
+		kfree(*path);
+		err = -EINVAL;
+	}
+	return err;
 }
 
 /* A directory on btrfs; @ro: a template, a read-only subvolume's root. */
