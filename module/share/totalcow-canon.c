@@ -840,6 +840,57 @@ static void tc_canon_put_empty(struct tc_canon_fs *cfs,
 	}
 }
 
+/*
+ * Forget the subvolumes of @cfs that were deleted: one that followed its
+ * source leaves its scope, a value entry goes. Subvolume ids are never
+ * reused, so such an entry would only hold memory, and its scope alive.
+ * Enabled ones stay until disabled. A root lookup per entry, bounded by
+ * the file system's subvolumes; tc_canon_mutex held. The scopes it
+ * empties are for tc_canon_put_empties().
+ */
+static void tc_canon_prune(struct tc_canon_fs *cfs)
+{
+	struct tc_canon_scope *s;
+	unsigned long id;
+	void *e;
+
+	xa_for_each(&cfs->subvols, id, e) {
+		if (!xa_is_value(e) &&
+		    !xa_get_mark(&cfs->subvols, id, TC_CANON_FOLLOWED))
+			continue;
+		if (tc_btrfs_subvol_exists(cfs->fs_info->sb, id))
+			continue;
+		xa_erase(&cfs->subvols, id);
+		if (!xa_is_value(e)) {
+			s = e;
+			s->nr_subvols--;
+		}
+		cond_resched();
+	}
+}
+
+/*
+ * Free the scopes of @cfs that no subvolume is in, and @cfs with its last
+ * scope; tc_canon_mutex held. Return: whether @cfs was freed.
+ */
+static bool tc_canon_put_empties(struct tc_canon_fs *cfs)
+{
+	struct tc_canon_scope *s;
+	bool last;
+
+again:
+	list_for_each_entry(s, &cfs->scopes, node) {
+		if (s->nr_subvols)
+			continue;
+		last = list_is_singular(&cfs->scopes);
+		tc_canon_put_empty(cfs, s);	/* @cfs too if @s was its last */
+		if (last)
+			return true;
+		goto again;
+	}
+	return false;
+}
+
 /**
  * tc_canon_enable - put a subvolume's files in a sharing scope
  * @inode: an inode of the subvolume (the caller holds a reference to a
@@ -946,9 +997,12 @@ int tc_canon_disable(struct inode *inode, const char *name)
 		xa_clear_mark(&cfs->subvols, subvol, TC_CANON_FOLLOWED);
 		s->nr_subvols--;
 		WRITE_ONCE(cfs->follow_gen, cfs->follow_gen + 1);
-		tc_canon_put_empty(cfs, s);
 	} else {
 		s = NULL;
+	}
+	if (s) {
+		tc_canon_prune(cfs);
+		tc_canon_put_empties(cfs);
 	}
 	mutex_unlock(&tc_canon_mutex);
 	return s ? 0 : -ENOENT;
@@ -1102,20 +1156,24 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
  *
  * "<fsid> <scope> pages <n> reads <n> read_failures <n> invalidations <n>
  * aliased <n> resolved <n> subvolumes <id>... followed <id>...": the
- * subvolumes enabled, then those that followed their sources in; what
- * does not fit in the page is left out.
+ * subvolumes enabled, then those that followed their sources in (those
+ * deleted leave first); what does not fit in the page is left out.
  *
  * Return: the bytes written.
  */
 ssize_t tc_canon_show(char *buf)
 {
+	struct tc_canon_fs *cfs, *next;
 	struct tc_canon_stats st;
 	struct tc_canon_scope *s;
-	struct tc_canon_fs *cfs;
 	int len = 0;
 
 	mutex_lock(&tc_canon_mutex);
-	list_for_each_entry(cfs, &tc_canon_filesystems, node) {
+	list_for_each_entry_safe(cfs, next, &tc_canon_filesystems, node) {
+		/* Deleted subvolumes are not listed, nor scopes left empty. */
+		tc_canon_prune(cfs);
+		if (tc_canon_put_empties(cfs))
+			continue;
 		list_for_each_entry(s, &cfs->scopes, node) {
 			struct tc_canon_scope *in;
 			unsigned long id;

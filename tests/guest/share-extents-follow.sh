@@ -9,7 +9,8 @@
 # followed snapshot keeps it, and snapshots made from it, out; an enable
 # moves a followed snapshot to another scope; a user who may not snapshot
 # the image (not its owner) cannot join its scope, but joins with a
-# snapshot of its own enabled subvolume. Every byte stays right.
+# snapshot of its own enabled subvolume. Deleted snapshots leave the
+# list, and a scope goes with its last subvolume. Every byte stays right.
 # Arguments: [MIB] (default 32).
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 mib=${1:-32}
@@ -114,5 +115,13 @@ drop_caches
 for v in c2 c3 c4 c5 c2s c3s other; do
 	[ "$(sum $mnt/$v/f)" = "$want" ] || die "$v/f read back wrong"
 done
+# A deleted snapshot leaves the list; its scope goes with its last.
+c5=$(id $mnt/c5) mine2=$(id $mnt/drop/mine2)
+btrfs -q subvolume delete $mnt/c5 $mnt/drop/mine2
+sync
+case " $(ids fleet followed)" in *" $c5 "*) die "deleted c5 still followed: $(cat $x/scopes)" ;; esac
+[ -z "$(ids tenant-n followed)" ] || die "deleted mine2 still followed: $(cat $x/scopes)"
+ctl extents disable --scope tenant-n $mnt/drop/mine || die "disable nobody's subvolume"
+grep -q " tenant-n " $x/scopes && die "tenant-n left with only deleted subvolumes: $(cat $x/scopes)"
 echo "follow: disable keeps a lineage out, enable moves it, nobody follows only its own, every byte right"
 umount $mnt
