@@ -71,6 +71,7 @@
 /* The cache of one file system: fs_info->canon. */
 struct tc_canon_fs {
 	struct list_head node;		/* in tc_canon_filesystems */
+	struct list_head dead;		/* in tc_canon_dead_filesystems */
 	struct btrfs_fs_info *fs_info;
 	/* Bumped whenever a data range is handed out again. */
 	atomic64_t gen;
@@ -96,6 +97,7 @@ struct tc_canon_fs {
 
 struct tc_canon_scope {
 	struct list_head node;
+	struct list_head dead;		/* in tc_canon_dead_scopes */
 	struct tc_canon_fs *cfs;
 	/* An anonymous inode whose page cache is the canonical mapping. */
 	struct inode *inode;
@@ -121,6 +123,16 @@ struct tc_canon_io {
 /* Scopes and file systems change under it. */
 static DEFINE_MUTEX(tc_canon_mutex);
 static LIST_HEAD(tc_canon_filesystems);
+/*
+ * Scopes and file systems unpublished under tc_canon_mutex, freed by
+ * tc_canon_bury() after it: waiting for their holders (a reader throttled
+ * by io.max may be one) never holds the mutex that enable, disable and
+ * following take. tc_canon_bury_mutex makes a burial whole before the
+ * next one, and the close hook's, returns.
+ */
+static LIST_HEAD(tc_canon_dead_scopes);
+static LIST_HEAD(tc_canon_dead_filesystems);
+static DEFINE_MUTEX(tc_canon_bury_mutex);
 DEFINE_STATIC_SRCU(tc_canon_srcu);
 static struct vfsmount *tc_canon_mnt;
 
@@ -727,26 +739,52 @@ static void tc_canon_scope_free(struct tc_canon_scope *s)
 }
 
 /*
- * Unpublish @cfs and free it with every scope left in it; called with
- * tc_canon_mutex held.
+ * Unpublish @cfs, to be freed with every scope left in it by
+ * tc_canon_bury(); called with tc_canon_mutex held.
  */
 static void tc_canon_fs_free(struct tc_canon_fs *cfs)
 {
-	struct tc_canon_scope *s, *tmp;
-
+	lockdep_assert_held(&tc_canon_mutex);
 	list_del(&cfs->node);
 	rcu_assign_pointer(cfs->fs_info->canon, NULL);
-	/* Sleeping holders (reads, hooks), then resolvers (under RCU). */
-	synchronize_srcu(&tc_canon_srcu);
-	synchronize_rcu();
-	list_for_each_entry_safe(s, tmp, &cfs->scopes, node)
-		tc_canon_scope_free(s);
-	xa_destroy(&cfs->subvols);
-	kfree(cfs);
-	page_alias_disable();
-	btrfs_canon_disable();
+	list_add_tail(&cfs->dead, &tc_canon_dead_filesystems);
 }
 
+/*
+ * Free what was unpublished (tc_canon_put_empty(), tc_canon_fs_free())
+ * once its holders are gone: sleeping holders (reads, hooks) under
+ * tc_canon_srcu, then resolvers under RCU. Called without tc_canon_mutex.
+ */
+static void tc_canon_bury(void)
+{
+	struct tc_canon_scope *s, *stmp;
+	struct tc_canon_fs *cfs, *ctmp;
+	LIST_HEAD(scopes);
+	LIST_HEAD(filesystems);
+
+	mutex_lock(&tc_canon_bury_mutex);
+	mutex_lock(&tc_canon_mutex);
+	list_splice_init(&tc_canon_dead_scopes, &scopes);
+	list_splice_init(&tc_canon_dead_filesystems, &filesystems);
+	mutex_unlock(&tc_canon_mutex);
+	if (!list_empty(&scopes) || !list_empty(&filesystems)) {
+		synchronize_srcu(&tc_canon_srcu);
+		synchronize_rcu();
+	}
+	list_for_each_entry_safe(s, stmp, &scopes, dead)
+		tc_canon_scope_free(s);
+	list_for_each_entry_safe(cfs, ctmp, &filesystems, dead) {
+		list_for_each_entry_safe(s, stmp, &cfs->scopes, node)
+			tc_canon_scope_free(s);
+		xa_destroy(&cfs->subvols);
+		kfree(cfs);
+		page_alias_disable();
+		btrfs_canon_disable();
+	}
+	mutex_unlock(&tc_canon_bury_mutex);
+}
+
+/* Unmount starts: every read of the file system's scopes ends first. */
 static void tc_canon_hook_close(struct btrfs_fs_info *fs_info)
 {
 	struct tc_canon_fs *cfs;
@@ -756,6 +794,8 @@ static void tc_canon_hook_close(struct btrfs_fs_info *fs_info)
 	if (cfs)
 		tc_canon_fs_free(cfs);
 	mutex_unlock(&tc_canon_mutex);
+	/* Also waits for a burial of its scopes that another call began. */
+	tc_canon_bury();
 }
 
 static const struct btrfs_canon_ops tc_canon_btrfs_ops = {
@@ -820,24 +860,18 @@ static struct tc_canon_scope *tc_canon_scope_new(struct tc_canon_fs *cfs,
 }
 
 /*
- * Free @s if no subvolume is in it any more, and @cfs with its last
- * scope; tc_canon_mutex held.
+ * Unpublish @s if no subvolume is in it any more, and @cfs with its last
+ * scope, for tc_canon_bury() to free; tc_canon_mutex held.
  */
 static void tc_canon_put_empty(struct tc_canon_fs *cfs,
 			       struct tc_canon_scope *s)
 {
 	if (s && !s->nr_subvols) {
 		list_del_rcu(&s->node);
-		if (list_empty(&cfs->scopes)) {
-			tc_canon_fs_free(cfs);	/* waits for readers */
-		} else {
-			synchronize_srcu(&tc_canon_srcu);
-			synchronize_rcu();
-		}
-		tc_canon_scope_free(s);
-	} else if (list_empty(&cfs->scopes)) {
-		tc_canon_fs_free(cfs);
+		list_add_tail(&s->dead, &tc_canon_dead_scopes);
 	}
+	if (list_empty(&cfs->scopes))
+		tc_canon_fs_free(cfs);
 }
 
 /*
@@ -960,6 +994,7 @@ int tc_canon_enable(struct inode *inode, const char *name)
 	}
 out:
 	mutex_unlock(&tc_canon_mutex);
+	tc_canon_bury();
 	return ret;
 }
 
@@ -969,7 +1004,8 @@ out:
  * @name: the scope it is in
  *
  * The scope goes with its last subvolume (waiting for its users and its
- * reads in flight), and the file system's state with its last scope.
+ * reads in flight, without tc_canon_mutex), and the file system's state
+ * with its last scope.
  * Aliases to the scope's pages left in files resolve to nothing from then
  * on, and those pages are read again. The subvolume, and snapshots made
  * from it later, stay out of every scope until enabled: they do not
@@ -1005,6 +1041,7 @@ int tc_canon_disable(struct inode *inode, const char *name)
 		tc_canon_put_empties(cfs);
 	}
 	mutex_unlock(&tc_canon_mutex);
+	tc_canon_bury();
 	return s ? 0 : -ENOENT;
 }
 
@@ -1199,6 +1236,7 @@ ssize_t tc_canon_show(char *buf)
 		}
 	}
 	mutex_unlock(&tc_canon_mutex);
+	tc_canon_bury();
 	return len;
 }
 

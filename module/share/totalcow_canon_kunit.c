@@ -250,6 +250,52 @@ static void tc_canon_reservation_marks_a_read_in_flight_stale(struct kunit *test
 	tc_canon_test_scope_free(t);
 }
 
+static int tc_canon_bury_thread(void *arg)
+{
+	tc_canon_bury();
+	complete(arg);
+	return 0;
+}
+
+/*
+ * A scope that lost its last subvolume is unpublished under
+ * tc_canon_mutex and freed after its holders are gone, without the mutex:
+ * while a holder (a reader throttled by io.max, say) keeps the scope,
+ * enable, disable and following can take the mutex.
+ */
+static void tc_canon_burial_waits_without_the_mutex(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	struct tc_canon_scope *s2 = kzalloc(sizeof(*s2), GFP_KERNEL);
+	DECLARE_COMPLETION_ONSTACK(done);
+	struct task_struct *task;
+	bool free, buried;
+	int idx;
+
+	KUNIT_ASSERT_NOT_NULL(test, s2);
+	s2->cfs = &t->cfs;
+	s2->inode = tc_canon_new_inode(s2);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(s2->inode));
+	mutex_lock(&tc_canon_mutex);
+	list_add_tail_rcu(&s2->node, &t->cfs.scopes);
+	tc_canon_put_empty(&t->cfs, s2);	/* no subvolume: unpublished */
+	mutex_unlock(&tc_canon_mutex);
+	KUNIT_EXPECT_TRUE(test, list_is_singular(&t->cfs.scopes));
+
+	idx = srcu_read_lock(&tc_canon_srcu);	/* a holder */
+	task = kthread_run(tc_canon_bury_thread, &done, "tc-canon-bury");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	buried = wait_for_completion_timeout(&done, msecs_to_jiffies(300));
+	KUNIT_EXPECT_FALSE(test, buried);	/* it waits for the holder */
+	free = mutex_trylock(&tc_canon_mutex);	/* but not with the mutex */
+	KUNIT_EXPECT_TRUE(test, free);
+	if (free)
+		mutex_unlock(&tc_canon_mutex);
+	srcu_read_unlock(&tc_canon_srcu, idx);
+	wait_for_completion(&done);		/* s2 freed */
+	tc_canon_test_scope_free(t);
+}
+
 /*
  * A snapshot follows the nearest of its sources that is in a scope; not
  * past one an admin took out; past those found to follow nothing; not
@@ -305,6 +351,7 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_reservation_marks_a_read_in_flight_stale),
 	KUNIT_CASE(tc_canon_canonical_mapping_is_private),
 	KUNIT_CASE(tc_canon_follow_picks_the_nearest_scope),
+	KUNIT_CASE(tc_canon_burial_waits_without_the_mutex),
 	{}
 };
 
