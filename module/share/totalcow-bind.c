@@ -42,6 +42,7 @@
 #include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
 #include "totalcow-group.h"
+#include "totalcow-share.h"
 #include "totalcow-sig.h"
 
 static const struct rhashtable_params tc_file_params = {
@@ -409,6 +410,7 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 
 struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 {
+	unsigned long gen = tc_classify_begin();
 	bool by_extents, in_no_group = false;
 	struct tc_file *tf, *old;
 	struct tc_member *m;
@@ -436,7 +438,7 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 		 */
 		if (err != -ENOMEM && err != -EBUSY) {
 			tc_count(g, TC_FILES_REFUSED, 1);
-			set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+			tc_classify_none(mapping, gen);
 		}
 		goto unlock;
 	}
@@ -487,7 +489,7 @@ unlock:
 	 * file is never asked about again.
 	 */
 	if (in_no_group && !tc_canon_follow(file_inode(file)))
-		set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+		tc_classify_none(mapping, gen);
 	return tf;
 }
 

@@ -277,7 +277,7 @@ static ssize_t auto_store(struct kobject *kobj, struct kobj_attribute *attr,
 			  const char *buf, size_t count)
 {
 	struct tc_group *g = to_group(kobj);
-	bool on;
+	bool on, was;
 	int err;
 
 	if (!capable(CAP_SYS_ADMIN))
@@ -288,10 +288,11 @@ static ssize_t auto_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return err;
 	}
 	mutex_lock(&tc_groups_lock);
-	/* Files read before, refused then, are asked again. */
-	if (on && !g->auto_join)
-		tc_reclassify(g->template.dentry->d_sb);
+	was = g->auto_join;
 	WRITE_ONCE(g->auto_join, on);
+	/* Files read before, refused then, are asked again. */
+	if (on && !was)
+		tc_reclassify(g->template.dentry->d_sb);
 	mutex_unlock(&tc_groups_lock);
 	return count;
 }

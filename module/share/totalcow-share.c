@@ -528,17 +528,63 @@ static const struct page_alias_ops tc_alias_ops = {
 	.size_changed = tc_size_changed,
 };
 
+/* Bumped by every reclassification (tc_reclassify()). */
+static atomic_long_t tc_classify_gen = ATOMIC_LONG_INIT(0);
+
 /*
- * Let every inode of @sb be classified again at its next read miss. The
- * list lock is dropped every TC_UNBIND_BATCH inodes when a reschedule is
- * due, holding a reference to the inode the walk stands on (as
- * drop_pagecache_sb() does).
+ * tc_classify_begin - start classifying a file at a read miss
+ *
+ * Read before anything the classification looks at (groups, members,
+ * scopes): a reclassification whose change it could have missed bumps
+ * the generation after that change, so a classification that begins
+ * with the bump seen sees the change too.
+ *
+ * Return: what tc_classify_none() needs.
+ */
+unsigned long tc_classify_begin(void)
+{
+	return atomic_long_read_acquire(&tc_classify_gen);
+}
+
+/*
+ * tc_classify_none - mark @mapping as one the policy has no use for
+ * @mapping: the file's
+ * @gen: tc_classify_begin()'s, read before the classification found no use
+ *
+ * AS_NO_PAGE_ALIASES keeps the file from read misses until the next
+ * tc_reclassify() clears it. That clear may come between the answer and
+ * this set, from an admin's change the answer did not see (a member
+ * added, a scope enabled; neither is serialised with readers); the file
+ * would then miss the change until the one after. Store-buffering with
+ * tc_reclassify(): each side writes (the bump there, the bit here), then
+ * a full barrier, then reads what the other wrote. If the clear came
+ * first, its bump is seen here and the bit is taken back; if not, the
+ * clear comes after and takes it. A bit taken back costs one
+ * classification more at the next miss.
+ */
+void tc_classify_none(struct address_space *mapping, unsigned long gen)
+{
+	set_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+	/* Pairs with tc_reclassify()'s fully ordered bump. */
+	smp_mb__after_atomic();
+	if (atomic_long_read(&tc_classify_gen) != gen)
+		clear_bit(AS_NO_PAGE_ALIASES, &mapping->flags);
+}
+
+/*
+ * Let every inode of @sb be classified again at its next read miss, after
+ * a change that can make a file shared (called after the change is
+ * visible). The list lock is dropped every TC_UNBIND_BATCH inodes when a
+ * reschedule is due, holding a reference to the inode the walk stands on
+ * (as drop_pagecache_sb() does).
  */
 void tc_reclassify(struct super_block *sb)
 {
 	struct inode *inode, *toput = NULL;
 	unsigned int n = 0;
 
+	/* Fully ordered: before the clears below (see tc_classify_none()). */
+	atomic_long_inc_return(&tc_classify_gen);
 	spin_lock(&sb->s_inode_list_lock);
 	list_for_each_entry(inode, &sb->s_inodes, i_sb_list) {
 		clear_bit(AS_NO_PAGE_ALIASES, &inode->i_mapping->flags);

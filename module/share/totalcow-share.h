@@ -15,6 +15,8 @@ struct super_block;
 void tc_empty_slots(struct address_space *mapping, pgoff_t index,
 		    unsigned long nr, unsigned long *empty,
 		    unsigned long *canon);
+unsigned long tc_classify_begin(void);
+void tc_classify_none(struct address_space *mapping, unsigned long gen);
 void tc_reclassify(struct super_block *sb);
 
 #endif /* TOTALCOW_SHARE_H */

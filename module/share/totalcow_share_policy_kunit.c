@@ -820,6 +820,42 @@ static void tc_policy_store_fails_after_a_removal(struct kunit *test)
 	folio_put(tfolio);
 }
 
+/*
+ * A file classified as having no use for the policy is marked so
+ * (AS_NO_PAGE_ALIASES) after the answer; a reclassification (a member
+ * added, a scope enabled) that clears the mark in between must not be
+ * undone by it, or the file misses that change until the next one. The
+ * interleaving, one step at a time: the mark yields to a reclassification
+ * that began after the classification did, and only to such.
+ */
+static void tc_policy_unshared_mark_yields_to_a_reclassification(struct kunit *test)
+{
+	struct tc_policy_test *t = test->priv;
+	struct address_space *mapping = t->member->i_mapping;
+	unsigned long *flags = &mapping->flags;
+	unsigned long gen;
+
+	gen = tc_classify_begin();
+	tc_classify_none(mapping, gen);
+	KUNIT_EXPECT_TRUE(test, test_bit(AS_NO_PAGE_ALIASES, flags));
+	tc_reclassify(t->member->i_sb);
+	KUNIT_EXPECT_FALSE_MSG(test, test_bit(AS_NO_PAGE_ALIASES, flags),
+			       "a reclassification clears the mark");
+
+	/* Classified, then the admin's change and its clear, then the mark. */
+	gen = tc_classify_begin();
+	tc_reclassify(t->member->i_sb);
+	tc_classify_none(mapping, gen);
+	KUNIT_EXPECT_FALSE_MSG(test, test_bit(AS_NO_PAGE_ALIASES, flags),
+			       "a mark set after a reclassification it did not see");
+
+	/* The next classification begins after it: its mark stays. */
+	gen = tc_classify_begin();
+	tc_classify_none(mapping, gen);
+	KUNIT_EXPECT_TRUE(test, test_bit(AS_NO_PAGE_ALIASES, flags));
+	clear_bit(AS_NO_PAGE_ALIASES, flags);
+}
+
 static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_identical_page_becomes_alias),
 	KUNIT_CASE(tc_policy_screens_before_comparing),
@@ -832,6 +868,7 @@ static struct kunit_case tc_policy_cases[] = {
 	KUNIT_CASE(tc_policy_aliases_a_proven_run),
 	KUNIT_CASE(tc_policy_block_aliases),
 	KUNIT_CASE(tc_policy_store_fails_after_a_removal),
+	KUNIT_CASE(tc_policy_unshared_mark_yields_to_a_reclassification),
 	{}
 };
 
