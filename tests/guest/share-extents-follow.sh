@@ -42,15 +42,8 @@ btrfs -q subvolume snapshot $mnt/c1 $mnt/c5
 sync
 [ -z "$(ids fleet followed)" ] || die "followed before any read: $(cat $x/scopes)"
 
-drop_caches
-cat /dev/null	# cat back in memory first (a 9p root's pages count too)
-pc0=$(page_cache_bytes) rd0=$(sectors_read $DISK0)
-for v in image c1 c2 c3 c4 c5 other; do
-	cat $mnt/$v/f > /dev/null
-done
-pc1=$(page_cache_bytes) rd1=$(sectors_read $DISK0)
-mem=$(awk -v d=$((pc1 - pc0)) -v b=$bytes 'BEGIN { printf "%.3f", d / b }')
-reads=$(awk -v d=$(((rd1 - rd0) * 512)) -v b=$bytes 'BEGIN { printf "%.3f", d / b }')
+cold_reads $bytes $mnt/{image,c1,c2,c3,c4,c5,other}/f
+mem=$MEM reads=$READS
 echo "follow: page cache ${mem}x, device reads ${reads}x the file for an image, 5 snapshots made after enable and an unscoped reflink"
 awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m >= 1.99 && m <= 2.03 && r >= 1.99 && r <= 2.03) }' ||
 	die "want 2x and 2x: $(cat $x/scopes)"

@@ -22,7 +22,6 @@ sum() { sha256sum < "$1" | cut -d' ' -f1; }
 field() {
 	awk -v s="$1" -v f="$2" '$2 == s { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
 btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/copies
@@ -42,19 +41,10 @@ snap=$(sum $mnt/w/file)
 # read_all LABEL FILE...: read each file once, cold; print and keep the
 # page cache and device reads x the file.
 read_all() {
-	local label=$1 pc0 rd0 pc1 rd1 f
+	local label=$1
 	shift
-	drop_caches
-	# cat and its libraries back in memory first: on the x86-64 lane the
-	# root is 9p, whose page cache counts as file pages too.
-	cat /dev/null
-	pc0=$(page_cache_bytes) rd0=$(sectors_read $DISK0)
-	for f in "$@"; do
-		cat "$f" > /dev/null
-	done
-	pc1=$(page_cache_bytes) rd1=$(sectors_read $DISK0)
-	mem=$(ratio $((pc1 - pc0)) $bytes)
-	reads=$(ratio $(((rd1 - rd0) * 512)) $bytes)
+	cold_reads $bytes "$@"
+	mem=$MEM reads=$READS
 	echo "$label: page cache ${mem}x, device reads ${reads}x the file"
 }
 

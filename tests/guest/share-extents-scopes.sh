@@ -44,15 +44,8 @@ ss = {s["scope"]: s["subvolumes"] for s in json.load(sys.stdin)}
 assert sorted(ss) == ["tenant-a", "tenant-b"] and len(ss["tenant-a"]) == 2, ss
 ' || die "extents list: $(ctl extents list)"
 
-drop_caches
-cat /dev/null	# cat back in memory first (a 9p root's pages count too)
-pc0=$(page_cache_bytes) rd0=$(sectors_read $DISK0)
-for v in a1 a2 b none; do
-	cat $mnt/$v/f > /dev/null
-done
-pc1=$(page_cache_bytes) rd1=$(sectors_read $DISK0)
-mem=$(awk -v d=$((pc1 - pc0)) -v b=$bytes 'BEGIN { printf "%.3f", d / b }')
-reads=$(awk -v d=$(((rd1 - rd0) * 512)) -v b=$bytes 'BEGIN { printf "%.3f", d / b }')
+cold_reads $bytes $mnt/{a1,a2,b,none}/f
+mem=$MEM reads=$READS
 echo "scopes: page cache ${mem}x, device reads ${reads}x the file for 4 files in 2 scopes and none"
 awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m >= 2.99 && m <= 3.02 && r >= 2.99 && r <= 3.02) }' ||
 	die "want 3x and 3x: $(cat $x/scopes)"

@@ -47,6 +47,25 @@ drop_caches() {
 	echo 3 > /proc/sys/vm/drop_caches
 }
 
+# cold_reads BYTES FILE...: drop every cache, then read each FILE once
+# with cat; set MEM and READS to the page cache it grew by and the bytes
+# read from $DISK0, each x BYTES (three decimals). cat and its libraries
+# are read back first: on the x86-64 lane the root is 9p, whose page
+# cache counts as file pages too.
+cold_reads() {
+	local bytes=$1 pc0 rd0 pc1 rd1 f
+	shift
+	drop_caches
+	cat /dev/null
+	pc0=$(page_cache_bytes) rd0=$(sectors_read "$DISK0")
+	for f in "$@"; do
+		cat "$f" > /dev/null
+	done
+	pc1=$(page_cache_bytes) rd1=$(sectors_read "$DISK0")
+	MEM=$(awk -v d=$((pc1 - pc0)) -v b="$bytes" 'BEGIN { printf "%.3f", d / b }')
+	READS=$(awk -v d=$(((rd1 - rd0) * 512)) -v b="$bytes" 'BEGIN { printf "%.3f", d / b }')
+}
+
 # make_file PATH MIB SEED: a file of MIB MiB of pseudo-random bytes that
 # depend only on SEED (so runs are reproducible and blocks are not zero).
 make_file() {
