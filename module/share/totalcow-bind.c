@@ -438,7 +438,9 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 		 */
 		if (err != -ENOMEM && err != -EBUSY) {
 			tc_count(g, TC_FILES_REFUSED, 1);
-			tc_classify_none(mapping, gen);
+			/* A scope still shares its extents (tc_read_miss()). */
+			if (!tc_canon_in_scope(file_inode(file)))
+				tc_classify_none(mapping, gen);
 		}
 		goto unlock;
 	}

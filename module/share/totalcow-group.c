@@ -547,6 +547,8 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 		om = tc_find_member(&m->root, &og);
 		if (om && og == g && om->automatic) {
 			tc_member_adopt(m, om);
+			/* Its files resolve from the path given now. */
+			tc_reclassify(m->root.dentry->d_sb);
 			m = NULL;
 		} else if (om) {
 			pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
@@ -650,6 +652,8 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 	}
 	list_del(&g->list);
 	tc_unbind_files(g, NULL);
+	/* Files it refused belong to no group now: a scope may take them. */
+	tc_reclassify(g->template.dentry->d_sb);
 	page_alias_disable();
 	/* The template may be made writable once delete returns. */
 	tc_btrfs_release_readonly(d_inode(g->template.dentry));

@@ -826,7 +826,9 @@ static void tc_policy_store_fails_after_a_removal(struct kunit *test)
  * added, a scope enabled) that clears the mark in between must not be
  * undone by it, or the file misses that change until the next one. The
  * interleaving, one step at a time: the mark yields to a reclassification
- * that began after the classification did, and only to such.
+ * that began after the classification did, and only to such. This checks
+ * the generation's logic; the barriers' pairing is argued at
+ * tc_classify_none() and raced for real by share-classify-race.sh.
  */
 static void tc_policy_unshared_mark_yields_to_a_reclassification(struct kunit *test)
 {

@@ -436,6 +436,25 @@ def test_snapshots_made_after_enable_follow_their_source_into_its_scope(lane):
         in r.console, r.explain()
 
 
+@EXTENTS
+def test_a_file_marked_unshared_is_asked_again_after_every_change(lane):
+    """A file marked as having no use for the alias policy must not stay
+    marked past a change that makes it shareable (docs/design.md,
+    "Subtrees"). Two paths missed it: a group member's file that the
+    group refuses, mapped privately first, in a subvolume that is also in
+    a sharing scope (the mmap hook bound it, the group refused it, and
+    the mark kept the scope away), and a file refused by a group that is
+    then deleted (its subvolume follows its source into a scope; no
+    reclassification came). Each refused file, read cold after the
+    change, must alias the scope's pages: aliased up by the file's
+    pages, device reads under a tenth of the file. Before the fix both
+    read the whole file from disk (aliased +0)."""
+    r = run_vm("tests/guest/share-classify-changes.sh", **LANES[lane], disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert r.console.count("aliased +1024 pages, device reads") == 2, r.explain()
+    assert "classify-changes: every change asked again" in r.console, r.explain()
+
+
 def extents_torture(ops, debug, lane="debug", members=6, workers=1):
     r = torture(ops, debug, lane, members, workers, script="tests/guest/share-extents-torture.sh")
     assert re.search(r"^extents torture: \d+ pages aliased, [1-9]\d* resolved, [1-9]\d* "
