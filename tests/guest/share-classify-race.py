@@ -92,6 +92,11 @@ def now_ns():
 GO, STOP, ADD_START, WRONG = 0, 1, 2, 4
 
 
+def reader_slots(r):
+    """Reader r's words: straddling first reads, wrong reads, tries done."""
+    return 8 + 4 * r, 9 + 4 * r, 10 + 4 * r
+
+
 def main():
     mnt, tries, max_delay_us, readers = sys.argv[1], int(sys.argv[2]), \
         int(sys.argv[3]), int(sys.argv[4])
@@ -101,7 +106,7 @@ def main():
     shm = mmap.mmap(-1, 4096)
     q = (ctypes.c_int64 * 512).from_buffer(shm)
 
-    # Each reader counts in slots of its own (8 + 4r: raced, wrong, acks).
+    # Each reader counts in words of its own (reader_slots()).
     pids = []
     for r in range(readers):
         pid = os.fork()
@@ -133,7 +138,7 @@ def main():
         sysfs(f"{GROUPS}/add", f"g {mnt}/M")
         time.sleep(0.001)
         q[STOP] = t
-        while sum(q[8 + 4 * r + 2] for r in range(readers)) < t * readers:
+        while sum(q[reader_slots(r)[2]] for r in range(readers)) < t * readers:
             if not smp:
                 time.sleep(0.0002)
         for n in files:
@@ -155,8 +160,8 @@ def main():
     q[GO] = -1
     for pid in pids:
         os.waitpid(pid, 0)
-    raced = sum(q[8 + 4 * r] for r in range(readers))
-    wrong = q[WRONG] + sum(q[8 + 4 * r + 1] for r in range(readers))
+    raced = sum(q[reader_slots(r)[0]] for r in range(readers))
+    wrong = q[WRONG] + sum(q[reader_slots(r)[1]] for r in range(readers))
     print(f"classify-race: {tries} tries, {lost} files lost, {bound} bound, "
           f"{raced} classifications raced, {wrong} wrong reads "
           f"({cpus}, {readers} readers)")
@@ -164,7 +169,7 @@ def main():
 
 
 def reader(q, r, readers, mnt, files, smp):
-    RACED, WRONG, ACKS = 8 + 4 * r, 9 + 4 * r, 10 + 4 * r
+    raced, wrong, done = reader_slots(r)
     if smp:
         vcpus.pin(1 + r)
     mine = [(int(n[1:]), os.open(f"{mnt}/M/d/{n}", os.O_RDONLY))
@@ -188,11 +193,11 @@ def reader(q, r, readers, mnt, files, smp):
                 # A file's first read of the try classifies it; the
                 # later ones skip the policy (marked) or bind.
                 if first and add and t0 < add < t1:
-                    q[RACED] += 1
+                    q[raced] += 1
                 if data != want(i)[:4096]:
-                    q[WRONG] += 1
+                    q[wrong] += 1
             first = False
-        q[ACKS] += 1
+        q[done] += 1
 
 
 if __name__ == "__main__":
