@@ -185,6 +185,28 @@ def test_stock_lane_keeps_the_runners_contract():
     assert "tainting kernel" in r.console, r.explain()
 
 
+def test_stock_lane_given_a_root_needs_exactly_one_installed_kernel(tmp_path):
+    """--stock PATH boots the kernel a package installed in a root
+    (tests/deb/test-kernel-package, Debian's configuration): a root with
+    no kernel, or with two, is refused before any VM starts, naming what
+    it found, and a kernel image whose modules are missing does not
+    count."""
+    def refused(root):
+        p = subprocess.run([RUNNER, "--stock", str(root), "tests/guest/exit-with.sh", "0"],
+                           cwd=TOP, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, p.stderr
+        return p.stderr
+    root = tmp_path / "root"
+    (root / "boot").mkdir(parents=True)
+    assert "a root with one kernel in boot/ and its modules in lib/modules/, not 0" in refused(root)
+    for release in ("6.12.117-a", "6.12.117-b"):
+        (root / "boot" / f"vmlinuz-{release}").write_bytes(b"")
+    assert "not 0" in refused(root)
+    for release in ("6.12.117-a", "6.12.117-b"):
+        (root / "lib" / "modules" / release).mkdir(parents=True)
+    assert "not 2" in refused(root)
+
+
 @pytest.mark.x86
 @pytest.mark.xdist_group("x86-lane")
 def test_x86_lane_timeout_kills_qemu():
