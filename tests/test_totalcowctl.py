@@ -659,6 +659,7 @@ def test_extents_enable_is_all_or_nothing(fake_extents, tmp_path, capsys):
 
 @pytest.mark.parametrize("errno_name,code,said", [
     ("EOPNOTSUPP", EX_NOTTC, "its file system cannot share extents"),
+    ("EBUSY", EX_FAIL, "its subvolume holds a group's template"),
     ("EPERM", 5, "Operation not permitted"),
     ("EINVAL", EX_FAIL, "Invalid argument"),
 ])

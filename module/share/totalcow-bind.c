@@ -411,7 +411,7 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 {
 	unsigned long gen = tc_classify_begin();
-	bool by_extents, in_no_group = false;
+	bool by_extents, in_no_group = false, template = false;
 	struct tc_file *tf, *old;
 	struct tc_member *m;
 	struct tc_group *g;
@@ -424,8 +424,11 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 	if (tf)
 		goto unlock;
 	m = tc_find_member(&file->f_path, &g);
-	if (!m)
-		m = tc_auto_join(file, &g);
+	if (!m) {
+		template = tc_in_template_subvol(file_inode(file));
+		if (!template)
+			m = tc_auto_join(file, &g);
+	}
 	if (!m) {
 		in_no_group = true;
 		goto unlock;
@@ -487,10 +490,10 @@ unlock:
 	mutex_unlock(&tc_groups_lock);
 	/*
 	 * In no group: a snapshot of a subvolume in a sharing scope joins
-	 * that scope (its files share extents from this read on); any other
-	 * file is never asked about again.
+	 * that scope (its files share extents from this read on), unless it
+	 * is a group's template; any other file is never asked about again.
 	 */
-	if (in_no_group && !tc_canon_follow(file_inode(file)))
+	if (in_no_group && (template || !tc_canon_follow(file_inode(file))))
 		tc_classify_none(mapping, gen);
 	return tf;
 }

@@ -71,7 +71,11 @@
 /* The cache of one file system: fs_info->canon. */
 struct tc_canon_fs {
 	struct list_head node;		/* in tc_canon_filesystems */
-	struct list_head dead;		/* in tc_canon_dead_filesystems */
+	/* Once unpublished: in tc_canon_dead_filesystems until freed. */
+	struct list_head dead;
+	struct list_head burial;	/* in its unpublisher's burial */
+	/* Its scopes unpublished and not yet freed: it outlives them. */
+	atomic_t dead_scopes;
 	struct btrfs_fs_info *fs_info;
 	/* Bumped whenever a data range is handed out again. */
 	atomic64_t gen;
@@ -97,7 +101,9 @@ struct tc_canon_fs {
 
 struct tc_canon_scope {
 	struct list_head node;
-	struct list_head dead;		/* in tc_canon_dead_scopes */
+	struct list_head burial;	/* once unpublished, in its unpublisher's */
+	/* tc_canon_hold()s not yet released: its burial waits for them. */
+	atomic_t holders;
 	struct tc_canon_fs *cfs;
 	/* An anonymous inode whose page cache is the canonical mapping. */
 	struct inode *inode;
@@ -124,15 +130,33 @@ struct tc_canon_io {
 static DEFINE_MUTEX(tc_canon_mutex);
 static LIST_HEAD(tc_canon_filesystems);
 /*
- * Scopes and file systems unpublished under tc_canon_mutex, freed by
- * tc_canon_bury() after it: waiting for their holders (a reader throttled
- * by io.max may be one) never holds the mutex that enable, disable and
- * following take. tc_canon_bury_mutex makes a burial whole before the
- * next one, and the close hook's, returns.
+ * Scopes and file systems are unpublished under tc_canon_mutex into the
+ * burial of the call that does it, which frees them after it
+ * (tc_canon_bury()). A holder of a scope (a reader waiting for its reads,
+ * which go at the rate of its I/O cgroup: one an attacker throttles to a
+ * byte a second) delays the burial of that scope only. No lock is held
+ * while a burial waits, and a call buries only what it unpublished: an
+ * enable, a disable, a listing or another file system's unmount never
+ * waits for a scope it did not take out. A file system's state, once
+ * unpublished, is listed here until freed: the close hook waits for it,
+ * whoever buries it, since its reads go to the file system's devices.
  */
-static LIST_HEAD(tc_canon_dead_scopes);
+struct tc_canon_burial {
+	struct list_head scopes;
+	struct list_head filesystems;
+};
+
+#define TC_CANON_BURIAL(name) \
+	struct tc_canon_burial name = { LIST_HEAD_INIT(name.scopes), \
+					LIST_HEAD_INIT(name.filesystems) }
+
 static LIST_HEAD(tc_canon_dead_filesystems);
-static DEFINE_MUTEX(tc_canon_bury_mutex);
+static DEFINE_SPINLOCK(tc_canon_dead_lock);
+/*
+ * Held for lookups only, never across a wait for I/O: tc_canon_hold()
+ * counts its holder in the scope before it leaves, so that the grace
+ * period a burial waits for is short whoever reads.
+ */
 DEFINE_STATIC_SRCU(tc_canon_srcu);
 static struct vfsmount *tc_canon_mnt;
 
@@ -502,7 +526,8 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 	pgoff_t i;
 	u64 gen;
 
-	if (!s)
+	/* fs-verity may have been enabled since the alias was stored. */
+	if (!s || IS_VERITY(inode))
 		return 0;
 	/*
 	 * A preemptible RCU section can be preempted between the map lookup
@@ -575,6 +600,35 @@ bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from)
 	return zero;
 }
 
+/*
+ * Take the pages of [@first, @first + @nr) that can never be handed out
+ * out of @mapping: one whose read failed (an I/O error, no memory, a
+ * reservation of its address while it was read) is left not uptodate, and
+ * one a reservation marked stale while another had it locked stays
+ * marked. Readahead skips a page that is present, so such a page would
+ * keep its address from being read again until reclaim took it: every
+ * file of the scope that refers to it would read its own copy. A locked
+ * page is left to whoever holds it (a read in flight decides for itself).
+ */
+static void tc_canon_evict_unusable(struct address_space *mapping,
+				    pgoff_t first, unsigned long nr)
+{
+	pgoff_t i;
+
+	for (i = first; i - first < nr; i++) {
+		struct folio *folio = filemap_get_folio(mapping, i);
+
+		if (IS_ERR(folio))
+			continue;
+		if (!tc_canon_usable(folio) && folio_trylock(folio)) {
+			if (folio->mapping == mapping && !tc_canon_usable(folio))
+				filemap_remove_folio(folio);
+			folio_unlock(folio);
+		}
+		folio_put(folio);
+	}
+}
+
 /**
  * tc_canon_readahead - start reading canonical pages that are not in memory
  * @s: the scope, held
@@ -584,6 +638,7 @@ bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from)
  *	read (page_alias_readahead())
  *
  * One run of adjacent addresses; the reads are submitted, not waited for.
+ * A page left by a read that failed is read again.
  */
 void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 			unsigned long nr, unsigned long *added)
@@ -592,6 +647,7 @@ void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 	DEFINE_READAHEAD(ractl, NULL, &ra, s->inode->i_mapping,
 			 logical >> PAGE_SHIFT);
 
+	tc_canon_evict_unusable(s->inode->i_mapping, logical >> PAGE_SHIFT, nr);
 	page_alias_readahead(&ractl, nr, added);
 }
 
@@ -729,73 +785,108 @@ static struct tc_canon_scope *tc_canon_find(struct tc_canon_fs *cfs,
 	return NULL;
 }
 
-/* After the scope left its list and an SRCU grace period passed. */
+/*
+ * After the scope was unpublished and an SRCU grace period passed: no new
+ * holder can find it. Waits for those that did, then for its reads in
+ * flight.
+ */
 static void tc_canon_scope_free(struct tc_canon_scope *s)
 {
-	/* Waits for reads in flight. */
+	wait_var_event(&s->holders, !atomic_read(&s->holders));
 	truncate_inode_pages_final(s->inode->i_mapping);
 	iput(s->inode);
 	kfree(s);
 }
 
 /*
- * Unpublish @cfs, to be freed with every scope left in it by
+ * Unpublish @cfs into @b, to be freed with every scope left in it by
  * tc_canon_bury(); called with tc_canon_mutex held.
  */
-static void tc_canon_fs_free(struct tc_canon_fs *cfs)
+static void tc_canon_fs_free(struct tc_canon_fs *cfs, struct tc_canon_burial *b)
 {
 	lockdep_assert_held(&tc_canon_mutex);
 	list_del(&cfs->node);
 	rcu_assign_pointer(cfs->fs_info->canon, NULL);
+	list_add_tail(&cfs->burial, &b->filesystems);
+	spin_lock(&tc_canon_dead_lock);
 	list_add_tail(&cfs->dead, &tc_canon_dead_filesystems);
+	spin_unlock(&tc_canon_dead_lock);
 }
 
 /*
- * Free what was unpublished (tc_canon_put_empty(), tc_canon_fs_free())
- * once its holders are gone: sleeping holders (reads, hooks) under
- * tc_canon_srcu, then resolvers under RCU. Called without tc_canon_mutex.
+ * Free what @b holds (tc_canon_put_empty(), tc_canon_fs_free()) once its
+ * holders are gone: lookups under tc_canon_srcu and resolvers under RCU
+ * (grace periods), then a scope's holders and reads in flight. A file
+ * system's state goes after its scopes, also those other burials hold.
+ * Called without tc_canon_mutex.
  */
-static void tc_canon_bury(void)
+static void tc_canon_bury(struct tc_canon_burial *b)
 {
 	struct tc_canon_scope *s, *stmp;
 	struct tc_canon_fs *cfs, *ctmp;
-	LIST_HEAD(scopes);
-	LIST_HEAD(filesystems);
 
-	mutex_lock(&tc_canon_bury_mutex);
-	mutex_lock(&tc_canon_mutex);
-	list_splice_init(&tc_canon_dead_scopes, &scopes);
-	list_splice_init(&tc_canon_dead_filesystems, &filesystems);
-	mutex_unlock(&tc_canon_mutex);
-	if (!list_empty(&scopes) || !list_empty(&filesystems)) {
-		synchronize_srcu(&tc_canon_srcu);
-		synchronize_rcu();
-	}
-	list_for_each_entry_safe(s, stmp, &scopes, dead)
+	if (list_empty(&b->scopes) && list_empty(&b->filesystems))
+		return;
+	synchronize_srcu(&tc_canon_srcu);
+	synchronize_rcu();
+	list_for_each_entry_safe(s, stmp, &b->scopes, burial) {
+		cfs = s->cfs;
 		tc_canon_scope_free(s);
-	list_for_each_entry_safe(cfs, ctmp, &filesystems, dead) {
+		if (atomic_dec_and_test(&cfs->dead_scopes))
+			wake_up_var(&cfs->dead_scopes);
+	}
+	list_for_each_entry_safe(cfs, ctmp, &b->filesystems, burial) {
 		list_for_each_entry_safe(s, stmp, &cfs->scopes, node)
 			tc_canon_scope_free(s);
+		wait_var_event(&cfs->dead_scopes, !atomic_read(&cfs->dead_scopes));
 		xa_destroy(&cfs->subvols);
+		spin_lock(&tc_canon_dead_lock);
+		list_del(&cfs->dead);
+		spin_unlock(&tc_canon_dead_lock);
 		kfree(cfs);
+		/* Orders the list's change before the waiter's check. */
+		smp_mb();
+		wake_up_var(&tc_canon_dead_filesystems);
 		page_alias_disable();
 		btrfs_canon_disable();
 	}
-	mutex_unlock(&tc_canon_bury_mutex);
 }
 
-/* Unmount starts: every read of the file system's scopes ends first. */
+/* Is state of @fs_info unpublished and not yet freed? */
+static bool tc_canon_fs_dying(struct btrfs_fs_info *fs_info)
+{
+	struct tc_canon_fs *cfs;
+	bool dying = false;
+
+	spin_lock(&tc_canon_dead_lock);
+	list_for_each_entry(cfs, &tc_canon_dead_filesystems, dead) {
+		if (cfs->fs_info == fs_info) {
+			dying = true;
+			break;
+		}
+	}
+	spin_unlock(&tc_canon_dead_lock);
+	return dying;
+}
+
+/*
+ * Unmount starts: every read of the file system's scopes ends first. A
+ * file system that has no canonical state, and none being freed, returns
+ * at once.
+ */
 static void tc_canon_hook_close(struct btrfs_fs_info *fs_info)
 {
+	TC_CANON_BURIAL(burial);
 	struct tc_canon_fs *cfs;
 
 	mutex_lock(&tc_canon_mutex);
 	cfs = tc_canon_fs_of(fs_info);
 	if (cfs)
-		tc_canon_fs_free(cfs);
+		tc_canon_fs_free(cfs, &burial);
 	mutex_unlock(&tc_canon_mutex);
-	/* Also waits for a burial of its scopes that another call began. */
-	tc_canon_bury();
+	tc_canon_bury(&burial);
+	/* A disable of its last scope may be burying its state still. */
+	wait_var_event(&tc_canon_dead_filesystems, !tc_canon_fs_dying(fs_info));
 }
 
 static const struct btrfs_canon_ops tc_canon_btrfs_ops = {
@@ -860,18 +951,20 @@ static struct tc_canon_scope *tc_canon_scope_new(struct tc_canon_fs *cfs,
 }
 
 /*
- * Unpublish @s if no subvolume is in it any more, and @cfs with its last
- * scope, for tc_canon_bury() to free; tc_canon_mutex held.
+ * Unpublish @s into @b if no subvolume is in it any more, and @cfs with
+ * its last scope, for tc_canon_bury() to free; tc_canon_mutex held.
  */
 static void tc_canon_put_empty(struct tc_canon_fs *cfs,
-			       struct tc_canon_scope *s)
+			       struct tc_canon_scope *s,
+			       struct tc_canon_burial *b)
 {
 	if (s && !s->nr_subvols) {
 		list_del_rcu(&s->node);
-		list_add_tail(&s->dead, &tc_canon_dead_scopes);
+		atomic_inc(&cfs->dead_scopes);
+		list_add_tail(&s->burial, &b->scopes);
 	}
 	if (list_empty(&cfs->scopes))
-		tc_canon_fs_free(cfs);
+		tc_canon_fs_free(cfs, b);
 }
 
 /*
@@ -907,7 +1000,8 @@ static void tc_canon_prune(struct tc_canon_fs *cfs)
  * Free the scopes of @cfs that no subvolume is in, and @cfs with its last
  * scope; tc_canon_mutex held. Return: whether @cfs was freed.
  */
-static bool tc_canon_put_empties(struct tc_canon_fs *cfs)
+static bool tc_canon_put_empties(struct tc_canon_fs *cfs,
+				 struct tc_canon_burial *b)
 {
 	struct tc_canon_scope *s;
 	bool last;
@@ -917,7 +1011,7 @@ again:
 		if (s->nr_subvols)
 			continue;
 		last = list_is_singular(&cfs->scopes);
-		tc_canon_put_empty(cfs, s);	/* @cfs too if @s was its last */
+		tc_canon_put_empty(cfs, s, b);	/* @cfs too if @s was its last */
 		if (last)
 			return true;
 		goto again;
@@ -943,6 +1037,7 @@ again:
 int tc_canon_enable(struct inode *inode, const char *name)
 {
 	struct tc_canon_scope *s, *old = NULL;
+	TC_CANON_BURIAL(burial);
 	struct super_block *sb = inode->i_sb;
 	struct tc_canon_fs *cfs;
 	u64 subvol;
@@ -987,14 +1082,14 @@ int tc_canon_enable(struct inode *inode, const char *name)
 		/* Its aliases resolve through the new scope from now on. */
 		if (old) {
 			old->nr_subvols--;
-			tc_canon_put_empty(cfs, old);
+			tc_canon_put_empty(cfs, old, &burial);
 		}
 	} else {
-		tc_canon_put_empty(cfs, s);
+		tc_canon_put_empty(cfs, s, &burial);
 	}
 out:
 	mutex_unlock(&tc_canon_mutex);
-	tc_canon_bury();
+	tc_canon_bury(&burial);
 	return ret;
 }
 
@@ -1017,6 +1112,7 @@ out:
 int tc_canon_disable(struct inode *inode, const char *name)
 {
 	struct tc_canon_scope *s = NULL;
+	TC_CANON_BURIAL(burial);
 	struct tc_canon_fs *cfs;
 	u64 subvol;
 
@@ -1038,10 +1134,10 @@ int tc_canon_disable(struct inode *inode, const char *name)
 	}
 	if (s) {
 		tc_canon_prune(cfs);
-		tc_canon_put_empties(cfs);
+		tc_canon_put_empties(cfs, &burial);
 	}
 	mutex_unlock(&tc_canon_mutex);
-	tc_canon_bury();
+	tc_canon_bury(&burial);
 	return s ? 0 : -ENOENT;
 }
 
@@ -1157,24 +1253,34 @@ out:
 /**
  * tc_canon_hold - the scope of a file, held across sleeps until released
  * @inode: a file
- * @srcu_idx: set to what tc_canon_release() needs
  *
- * Disabling the scope waits for the holder. The caller releases what it
- * holds (tc_canon_release()) whether or not a scope was returned.
+ * The burial of a scope (its last subvolume disabled, its file system
+ * unmounted) waits for its holders; nothing else does. A holder is
+ * counted in its scope, not kept inside tc_canon_srcu: a reader may hold
+ * across its I/O, at the rate its I/O cgroup allows.
  *
- * Return: the scope, or NULL.
+ * Return: the scope, to be released with tc_canon_release(); or NULL.
  */
-struct tc_canon_scope *tc_canon_hold(struct inode *inode, int *srcu_idx)
-	__acquires(tc_canon_srcu)
+struct tc_canon_scope *tc_canon_hold(struct inode *inode)
 {
-	*srcu_idx = srcu_read_lock(&tc_canon_srcu);
-	return tc_canon_scope_of(inode);
+	struct tc_canon_scope *s;
+	int idx;
+
+	idx = srcu_read_lock(&tc_canon_srcu);
+	s = tc_canon_scope_of(inode);
+	/* Before the grace period a burial waits for: it sees this count. */
+	if (s)
+		atomic_inc(&s->holders);
+	srcu_read_unlock(&tc_canon_srcu, idx);
+	return s;
 }
 
-void tc_canon_release(int srcu_idx)
-	__releases(tc_canon_srcu)
+/* Release what tc_canon_hold() returned; @s is not used after this. */
+void tc_canon_release(struct tc_canon_scope *s)
 {
-	srcu_read_unlock(&tc_canon_srcu, srcu_idx);
+	/* Fully ordered: the holder's use of @s comes before the burial's. */
+	if (atomic_dec_and_test(&s->holders))
+		wake_up_var(&s->holders);
 }
 
 void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
@@ -1201,6 +1307,7 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
 ssize_t tc_canon_show(char *buf)
 {
 	struct tc_canon_fs *cfs, *next;
+	TC_CANON_BURIAL(burial);
 	struct tc_canon_stats st;
 	struct tc_canon_scope *s;
 	int len = 0;
@@ -1209,7 +1316,7 @@ ssize_t tc_canon_show(char *buf)
 	list_for_each_entry_safe(cfs, next, &tc_canon_filesystems, node) {
 		/* Deleted subvolumes are not listed, nor scopes left empty. */
 		tc_canon_prune(cfs);
-		if (tc_canon_put_empties(cfs))
+		if (tc_canon_put_empties(cfs, &burial))
 			continue;
 		list_for_each_entry(s, &cfs->scopes, node) {
 			struct tc_canon_scope *in;
@@ -1236,7 +1343,7 @@ ssize_t tc_canon_show(char *buf)
 		}
 	}
 	mutex_unlock(&tc_canon_mutex);
-	tc_canon_bury();
+	tc_canon_bury(&burial);
 	return len;
 }
 

@@ -27,9 +27,8 @@ int tc_canon_disable(struct inode *inode, const char *scope);
 
 bool tc_canon_in_scope(struct inode *inode);
 bool tc_canon_follow(struct inode *inode);
-struct tc_canon_scope *tc_canon_hold(struct inode *inode, int *srcu_idx)
-	__acquires(tc_canon_srcu);
-void tc_canon_release(int srcu_idx) __releases(tc_canon_srcu);
+struct tc_canon_scope *tc_canon_hold(struct inode *inode);
+void tc_canon_release(struct tc_canon_scope *s);
 
 u64 tc_canon_gen(struct tc_canon_scope *s);
 bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen);

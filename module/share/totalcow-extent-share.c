@@ -130,13 +130,12 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	loff_t isize;
 	pgoff_t tail;
 	u64 gen;
-	int idx;
 
 	if (first > ULONG_MAX - nr)
 		return false;
-	s = tc_canon_hold(inode, &idx);
+	s = tc_canon_hold(inode);
 	if (!s)
-		goto out;
+		return false;
 	logicals = kmalloc_array(nr, sizeof(*logicals), GFP_KERNEL);
 	if (!logicals)
 		goto out;
@@ -181,7 +180,7 @@ unlock:
 	tc_canon_count(s, aliased);
 	kfree(logicals);
 out:
-	tc_canon_release(idx);
+	tc_canon_release(s);
 	return handled;
 }
 

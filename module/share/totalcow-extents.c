@@ -29,6 +29,7 @@
 #include "../../sysfs/totalcow-sysfs.h"
 #include "totalcow-canon.h"
 #include "totalcow-extent-share.h"
+#include "totalcow-group.h"
 #include "totalcow-share.h"
 
 /*
@@ -89,15 +90,33 @@ static ssize_t tc_extents_store(const char *op, const char *buf, size_t count,
 	else if (err == -ENOENT)
 		pr_warn("totalcow: extents/%s: the subvolume of %s is not in scope %s\n",
 			op, name, scope);
+	else if (err == -EBUSY)
+		pr_warn("totalcow: extents/%s: the subvolume of %s holds a group's template: groups/delete it first\n",
+			op, name);
 out:
 	kfree(name);
 	return err ?: count;
 }
 
+/*
+ * A group's template is the group's: in a scope its pages would become
+ * aliases that the group's members cannot share (groups/create refuses
+ * the converse).
+ */
+static int tc_extents_enable(struct inode *inode, const char *scope)
+{
+	bool template;
+
+	mutex_lock(&tc_groups_lock);
+	template = tc_in_template_subvol(inode);
+	mutex_unlock(&tc_groups_lock);
+	return template ? -EBUSY : tc_canon_enable(inode, scope);
+}
+
 static ssize_t enable_store(struct kobject *kobj, struct kobj_attribute *attr,
 			    const char *buf, size_t count)
 {
-	return tc_extents_store("enable", buf, count, tc_canon_enable);
+	return tc_extents_store("enable", buf, count, tc_extents_enable);
 }
 
 static ssize_t disable_store(struct kobject *kobj, struct kobj_attribute *attr,

@@ -34,6 +34,7 @@
 #include "../../sysfs/totalcow-sysfs.h"
 #include "totalcow-bind.h"
 #include "totalcow-btrfs.h"
+#include "totalcow-canon.h"
 #include "totalcow-group.h"
 #include "totalcow-share.h"
 
@@ -82,6 +83,27 @@ struct tc_member *tc_find_member(const struct path *path, struct tc_group **gp)
 		}
 	}
 	return NULL;
+}
+
+/*
+ * Is @inode in the subvolume of a group's template? Such a file is the
+ * group's, whatever its subvolume descends from: it neither joins another
+ * group automatically nor follows its source into a sharing scope, where
+ * its pages would become aliases that the group's members cannot share.
+ */
+bool tc_in_template_subvol(struct inode *inode)
+{
+	struct tc_group *g;
+
+	lockdep_assert_held(&tc_groups_lock);
+	list_for_each_entry(g, &tc_groups, list) {
+		struct inode *t = d_inode(g->template.dentry);
+
+		if (inode->i_sb == t->i_sb &&
+		    tc_btrfs_subvol_id(inode) == tc_btrfs_subvol_id(t))
+			return true;
+	}
+	return false;
 }
 
 /* Drop @g's automatic members whose subvolume is gone, with their files. */
@@ -425,6 +447,14 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 				"not read-only");
 			path_put(&g->template);
 		}
+	}
+	if (!err && tc_canon_in_scope(d_inode(g->template.dentry))) {
+		/* Its pages would be a scope's aliases, not the members'. */
+		pr_warn("totalcow: groups/create: template %s is in a sharing scope: extents/disable it first\n",
+			dir);
+		tc_btrfs_release_readonly(d_inode(g->template.dentry));
+		path_put(&g->template);
+		err = -EBUSY;
 	}
 	if (!err) {
 		u64 ino = tc_btrfs_subvol_writer(d_inode(g->template.dentry));

@@ -83,6 +83,7 @@ static inline void tc_count(struct tc_group *g, enum tc_stat s, long n)
 u32 tc_path_dev(const struct path *path);
 struct tc_member *tc_find_member(const struct path *path, struct tc_group **gp);
 struct tc_member *tc_auto_join(struct file *file, struct tc_group **gp);
+bool tc_in_template_subvol(struct inode *inode);
 int tc_groups_init(void);
 
 #endif /* TOTALCOW_GROUP_H */

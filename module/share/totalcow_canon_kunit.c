@@ -250,49 +250,153 @@ static void tc_canon_reservation_marks_a_read_in_flight_stale(struct kunit *test
 	tc_canon_test_scope_free(t);
 }
 
+/*
+ * A page whose read failed, and one a reservation marked stale, leave the
+ * mapping before the next read of their addresses, which would otherwise
+ * skip them; an uptodate page and one whose read is in flight stay.
+ */
+static void tc_canon_unusable_pages_make_way_for_a_new_read(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	struct address_space *mapping = t->s.inode->i_mapping;
+	struct folio *folio, *failed, *reading;
+
+	tc_canon_fill(test, t, 0, 1);			/* 0: kept, 1: stale */
+	folio = filemap_get_folio(mapping, 1);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(folio));
+	tc_canon_folio_set_stale(folio);
+	folio_put(folio);
+	failed = filemap_alloc_folio(GFP_KERNEL, 0);	/* 2: its read failed */
+	reading = filemap_alloc_folio(GFP_KERNEL, 0);	/* 3: being read */
+	KUNIT_ASSERT_NOT_NULL(test, failed);
+	KUNIT_ASSERT_NOT_NULL(test, reading);
+	KUNIT_ASSERT_EQ(test, filemap_add_folio(mapping, failed, 2, GFP_KERNEL), 0);
+	KUNIT_ASSERT_EQ(test, filemap_add_folio(mapping, reading, 3, GFP_KERNEL), 0);
+	folio_unlock(failed);				/* ended, not uptodate */
+	folio_put(failed);
+	lru_add_drain();
+	tc_canon_evict_unusable(mapping, 0, 4);
+	KUNIT_EXPECT_TRUE(test, tc_canon_has(t, 0));
+	KUNIT_EXPECT_FALSE(test, tc_canon_has(t, 1));
+	KUNIT_EXPECT_FALSE(test, tc_canon_has(t, 2));
+	KUNIT_EXPECT_TRUE(test, tc_canon_has(t, 3));
+	folio_unlock(reading);
+	folio_put(reading);
+	tc_canon_test_scope_free(t);
+}
+
+/* A burial in a thread of its own, and its end. */
+struct tc_canon_test_burial {
+	struct tc_canon_burial *b;
+	struct completion done;
+};
+
 static int tc_canon_bury_thread(void *arg)
 {
-	tc_canon_bury();
-	complete(arg);
+	struct tc_canon_test_burial *tb = arg;
+
+	tc_canon_bury(tb->b);
+	complete(&tb->done);
 	return 0;
+}
+
+static bool tc_canon_bury_in_thread(struct kunit *test,
+				    struct tc_canon_test_burial *tb,
+				    struct tc_canon_burial *b)
+{
+	struct task_struct *task;
+
+	tb->b = b;
+	init_completion(&tb->done);
+	task = kthread_run(tc_canon_bury_thread, tb, "tc-canon-bury");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	return wait_for_completion_timeout(&tb->done, msecs_to_jiffies(300));
+}
+
+/* Another scope of @t's file system, unpublished (no subvolume) into @b. */
+static struct tc_canon_scope *tc_canon_dead_scope(struct kunit *test,
+						  struct tc_canon_test_scope *t,
+						  struct tc_canon_burial *b)
+{
+	struct tc_canon_scope *s = kzalloc(sizeof(*s), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	s->cfs = &t->cfs;
+	s->inode = tc_canon_new_inode(s);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(s->inode));
+	mutex_lock(&tc_canon_mutex);
+	list_add_tail_rcu(&s->node, &t->cfs.scopes);
+	tc_canon_put_empty(&t->cfs, s, b);
+	mutex_unlock(&tc_canon_mutex);
+	return s;
 }
 
 /*
  * A scope that lost its last subvolume is unpublished under
  * tc_canon_mutex and freed after its holders are gone, without the mutex:
  * while a holder (a reader throttled by io.max, say) keeps the scope,
- * enable, disable and following can take the mutex.
+ * enable, disable and following can take the mutex. The holder is
+ * counted in the scope: it is not inside tc_canon_srcu, whose grace
+ * period every burial waits for.
  */
 static void tc_canon_burial_waits_without_the_mutex(struct kunit *test)
 {
 	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
-	struct tc_canon_scope *s2 = kzalloc(sizeof(*s2), GFP_KERNEL);
-	DECLARE_COMPLETION_ONSTACK(done);
-	struct task_struct *task;
-	bool free, buried;
-	int idx;
+	struct tc_canon_test_burial tb;
+	struct tc_canon_scope *s2;
+	TC_CANON_BURIAL(b);
+	bool free;
 
-	KUNIT_ASSERT_NOT_NULL(test, s2);
-	s2->cfs = &t->cfs;
-	s2->inode = tc_canon_new_inode(s2);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(s2->inode));
-	mutex_lock(&tc_canon_mutex);
-	list_add_tail_rcu(&s2->node, &t->cfs.scopes);
-	tc_canon_put_empty(&t->cfs, s2);	/* no subvolume: unpublished */
-	mutex_unlock(&tc_canon_mutex);
+	s2 = tc_canon_dead_scope(test, t, &b);
 	KUNIT_EXPECT_TRUE(test, list_is_singular(&t->cfs.scopes));
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->cfs.dead_scopes), 1);
 
-	idx = srcu_read_lock(&tc_canon_srcu);	/* a holder */
-	task = kthread_run(tc_canon_bury_thread, &done, "tc-canon-bury");
-	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
-	buried = wait_for_completion_timeout(&done, msecs_to_jiffies(300));
-	KUNIT_EXPECT_FALSE(test, buried);	/* it waits for the holder */
-	free = mutex_trylock(&tc_canon_mutex);	/* but not with the mutex */
+	atomic_inc(&s2->holders);	/* a holder, as tc_canon_hold() counts one */
+	KUNIT_EXPECT_FALSE(test, tc_canon_bury_in_thread(test, &tb, &b));
+	free = mutex_trylock(&tc_canon_mutex);	/* it waits, but not with it */
 	KUNIT_EXPECT_TRUE(test, free);
 	if (free)
 		mutex_unlock(&tc_canon_mutex);
-	srcu_read_unlock(&tc_canon_srcu, idx);
-	wait_for_completion(&done);		/* s2 freed */
+	/* Nor inside tc_canon_srcu: another grace period ends. */
+	synchronize_srcu(&tc_canon_srcu);
+	tc_canon_release(s2);
+	wait_for_completion(&tb.done);		/* s2 freed */
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->cfs.dead_scopes), 0);
+	tc_canon_test_scope_free(t);
+}
+
+/*
+ * A burial waits for the holders of what it unpublished, and nothing
+ * else: while a throttled holder keeps one scope, a disable that emptied
+ * another scope frees it, and the unmount of a file system with no
+ * canonical state returns, where both once waited for the first burial
+ * (one lock held across every burial's wait, and the holder inside the
+ * SRCU every burial waits for).
+ */
+static void tc_canon_burial_waits_for_its_own_holders_only(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	struct btrfs_fs_info *other = kunit_kzalloc(test, sizeof(*other), GFP_KERNEL);
+	struct tc_canon_test_burial tb2, tb3;
+	struct tc_canon_scope *s2;
+	TC_CANON_BURIAL(b2);
+	TC_CANON_BURIAL(b3);
+
+	KUNIT_ASSERT_NOT_NULL(test, other);
+	s2 = tc_canon_dead_scope(test, t, &b2);
+	tc_canon_dead_scope(test, t, &b3);
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->cfs.dead_scopes), 2);
+	atomic_inc(&s2->holders);
+	KUNIT_EXPECT_FALSE(test, tc_canon_bury_in_thread(test, &tb2, &b2));
+	/* s3's burial ends while s2's waits. */
+	KUNIT_EXPECT_TRUE(test, tc_canon_bury_in_thread(test, &tb3, &b3));
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->cfs.dead_scopes), 1);
+	/* So does another file system's unmount. */
+	tc_canon_hook_close(other);
+	KUNIT_EXPECT_FALSE(test, completion_done(&tb2.done));
+	tc_canon_release(s2);
+	wait_for_completion(&tb2.done);
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->cfs.dead_scopes), 0);
 	tc_canon_test_scope_free(t);
 }
 
@@ -349,9 +453,11 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_reservation_drops_its_range),
 	KUNIT_CASE(tc_canon_unpin_skips_reads_in_flight),
 	KUNIT_CASE(tc_canon_reservation_marks_a_read_in_flight_stale),
+	KUNIT_CASE(tc_canon_unusable_pages_make_way_for_a_new_read),
 	KUNIT_CASE(tc_canon_canonical_mapping_is_private),
 	KUNIT_CASE(tc_canon_follow_picks_the_nearest_scope),
 	KUNIT_CASE(tc_canon_burial_waits_without_the_mutex),
+	KUNIT_CASE(tc_canon_burial_waits_for_its_own_holders_only),
 	{}
 };
 

@@ -44,11 +44,13 @@ shared_read() {
 }
 
 btrfs_mount /dev/$DISK0 $mnt
-btrfs -q subvolume create $mnt/T
-mkdir $mnt/T/d
-make_file $mnt/T/d/f "$mib" template
+# The template T is a read-only snapshot of an image I in scope s (a
+# group's template is never in a scope itself).
+btrfs -q subvolume create $mnt/I
+mkdir $mnt/I/d
+make_file $mnt/I/d/f "$mib" template
 sync
-btrfs property set $mnt/T ro true
+btrfs -q subvolume snapshot -r $mnt/I $mnt/T
 # R, in scope s, holds the extents the members' refused files share:
 # the group finds them neither by name nor by extents in the template.
 btrfs -q subvolume create $mnt/R
@@ -59,7 +61,7 @@ for v in M N; do
 	cp --reflink=always $mnt/R/g $mnt/$v/d/extra
 done
 sync
-for v in T R N; do
+for v in I R N; do
 	echo "s $mnt/$v" > $x/enable || die "extents/enable $v"
 done
 echo "g $mnt/T" > $groups/create || die "groups/create"
@@ -80,7 +82,7 @@ shared_read "mmap of a refused member file in a scope" $mnt/N/d/extra ;;
 esac
 
 # 2. M is a member, in no scope: its refused file is marked; the group
-# goes, and M follows T (its source) into s.
+# goes, and M follows I (through T) into s.
 case " $cases " in *" delete "*)
 r0=$(refused)
 cat $mnt/M/d/extra > /dev/null
@@ -89,7 +91,7 @@ echo g > $groups/delete || die "groups/delete"
 shared_read "a file refused by a group since deleted" $mnt/M/d/extra
 case " $(cat $x/scopes) " in
 *" followed $(btrfs inspect-internal rootid $mnt/M) "*) ;;
-*) die "M did not follow T: $(cat $x/scopes)" ;;
+*) die "M did not follow I: $(cat $x/scopes)" ;;
 esac ;;
 esac
 umount $mnt

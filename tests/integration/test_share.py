@@ -455,6 +455,58 @@ def test_a_file_marked_unshared_is_asked_again_after_every_change(lane):
     assert "classify-changes: every change asked again" in r.console, r.explain()
 
 
+@EXTENTS
+def test_a_throttled_reader_holds_only_its_own_scope(lane):
+    """A read miss in a scope holds the scope while it waits for reads at
+    its own I/O cgroup's rate. It held one SRCU shared by every file
+    system, and every scope's burial waited for that SRCU's grace period
+    under one global mutex, which every btrfs unmount took: a tenant
+    throttled to 4 KiB/s kept other file systems' unmounts and every
+    extents/ write waiting. While such a read is in flight on A: the
+    unmount of B (a scope), a disable that empties B's scope, and the
+    unmount of C (no scope) each end, and the throttled read then ends
+    with the right bytes."""
+    r = run_vm("tests/guest/share-extents-throttled-holder.sh", **LANES[lane],
+               disks=("512M", "512M", "512M"))
+    assert r.status == 0, r.explain()
+    for label in ("umount of B (scope b)", "extents/disable of B's subvolume (scope b emptied)",
+                  "umount of C (no scope)"):
+        assert f"holder: {label} ended within" in r.console, r.explain()
+    assert "holder: passed" in r.console, r.explain()
+
+
+@EXTENTS
+def test_a_groups_template_never_joins_a_sharing_scope(lane):
+    """A template made as a read-only snapshot of an image in a sharing
+    scope followed the image into the scope at its first read, and its
+    group's members then shared nothing with it, silently. Now: the
+    template read first does not follow, a member read cold after it
+    shares its pages (pages_shared 1024, under an eighth of the file
+    from disk); extents/enable of a template's subvolume, and
+    groups/create on a subvolume that followed into a scope, are refused
+    with a reason until the admin takes it out."""
+    r = run_vm("tests/guest/share-template-in-scope.sh", **LANES[lane], disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert re.search(r"^template-in-scope: member pages shared with the template 10\d\d of 1024",
+                     r.console, re.M), r.explain()
+    assert "template-in-scope: passed" in r.console, r.explain()
+
+
+@EXTENTS
+def test_a_canonical_page_whose_read_failed_is_read_again(lane):
+    """A failed canonical read left its page in the scope's mapping, not
+    uptodate, and readahead skips a page that is present: the address
+    was never read again until reclaim, and every file referring to it
+    read its own copy. btrfs on dm-dust, the first page of a file shared
+    with a reflinked copy a bad block: the file's read fails, the block
+    heals, and the copy's cold read must read the canonical page again
+    (the old code: 0 canonical reads) and give the file's bytes."""
+    r = run_vm("tests/guest/share-extents-failed-read.sh", **LANES[lane], disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert re.search(r"^failed-read: canonical read failures \+[1-9]\d*; the copy's cold read "
+                     r"then read [1-9]\d* canonical pages", r.console, re.M), r.explain()
+
+
 def extents_torture(ops, debug, lane="debug", members=6, workers=1):
     r = torture(ops, debug, lane, members, workers, script="tests/guest/share-extents-torture.sh")
     assert re.search(r"^extents torture: \d+ pages aliased, [1-9]\d* resolved, [1-9]\d* "

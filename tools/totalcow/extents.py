@@ -41,6 +41,8 @@ def extents_write(name, scope, path):
         code = {errno.ENOENT: EX_NOENT, errno.EPERM: EX_PERM, errno.EACCES: EX_PERM,
                 errno.EOPNOTSUPP: EX_NOTTC}.get(e.errno, EX_FAIL)
         why = {errno.EEXIST: "its subvolume is in a scope already",
+               errno.EBUSY: "its subvolume holds a group's template, whose pages are the "
+                            "group's (group del first)",
                errno.EOPNOTSUPP: "its file system cannot share extents (mixed block "
                                  "groups, zoned, or sectors larger than a page)"}.get(
             e.errno, os.strerror(e.errno))
