@@ -73,7 +73,7 @@ struct tc_canon_fs {
 	struct list_head node;		/* in tc_canon_filesystems */
 	/* Once unpublished: in tc_canon_dead_filesystems until freed. */
 	struct list_head dead;
-	struct list_head burial;	/* in its unpublisher's burial */
+	struct hlist_node burial;	/* in its unpublisher's burial */
 	/* Its scopes unpublished and not yet freed: it outlives them. */
 	atomic_t dead_scopes;
 	struct btrfs_fs_info *fs_info;
@@ -101,7 +101,7 @@ struct tc_canon_fs {
 
 struct tc_canon_scope {
 	struct list_head node;
-	struct list_head burial;	/* once unpublished, in its unpublisher's */
+	struct hlist_node burial;	/* once unpublished, in its unpublisher's */
 	/* tc_canon_hold()s not yet released: its burial waits for them. */
 	atomic_t holders;
 	struct tc_canon_fs *cfs;
@@ -142,13 +142,9 @@ static LIST_HEAD(tc_canon_filesystems);
  * whoever buries it, since its reads go to the file system's devices.
  */
 struct tc_canon_burial {
-	struct list_head scopes;
-	struct list_head filesystems;
+	struct hlist_head scopes;
+	struct hlist_head filesystems;
 };
-
-#define TC_CANON_BURIAL(name) \
-	struct tc_canon_burial name = { LIST_HEAD_INIT(name.scopes), \
-					LIST_HEAD_INIT(name.filesystems) }
 
 static LIST_HEAD(tc_canon_dead_filesystems);
 static DEFINE_SPINLOCK(tc_canon_dead_lock);
@@ -601,8 +597,8 @@ bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from)
 }
 
 /*
- * Take the pages of [@first, @first + @nr) that can never be handed out
- * out of @mapping: one whose read failed (an I/O error, no memory, a
+ * Remove from @mapping the pages of [@first, @first + @nr) that can never
+ * be handed out: one whose read failed (an I/O error, no memory, a
  * reservation of its address while it was read) is left not uptodate, and
  * one a reservation marked stale while another had it locked stays
  * marked. Readahead skips a page that is present, so such a page would
@@ -807,7 +803,7 @@ static void tc_canon_fs_free(struct tc_canon_fs *cfs, struct tc_canon_burial *b)
 	lockdep_assert_held(&tc_canon_mutex);
 	list_del(&cfs->node);
 	rcu_assign_pointer(cfs->fs_info->canon, NULL);
-	list_add_tail(&cfs->burial, &b->filesystems);
+	hlist_add_head(&cfs->burial, &b->filesystems);
 	spin_lock(&tc_canon_dead_lock);
 	list_add_tail(&cfs->dead, &tc_canon_dead_filesystems);
 	spin_unlock(&tc_canon_dead_lock);
@@ -823,19 +819,20 @@ static void tc_canon_fs_free(struct tc_canon_fs *cfs, struct tc_canon_burial *b)
 static void tc_canon_bury(struct tc_canon_burial *b)
 {
 	struct tc_canon_scope *s, *stmp;
-	struct tc_canon_fs *cfs, *ctmp;
+	struct hlist_node *next;
+	struct tc_canon_fs *cfs;
 
-	if (list_empty(&b->scopes) && list_empty(&b->filesystems))
+	if (hlist_empty(&b->scopes) && hlist_empty(&b->filesystems))
 		return;
 	synchronize_srcu(&tc_canon_srcu);
 	synchronize_rcu();
-	list_for_each_entry_safe(s, stmp, &b->scopes, burial) {
+	hlist_for_each_entry_safe(s, next, &b->scopes, burial) {
 		cfs = s->cfs;
 		tc_canon_scope_free(s);
 		if (atomic_dec_and_test(&cfs->dead_scopes))
 			wake_up_var(&cfs->dead_scopes);
 	}
-	list_for_each_entry_safe(cfs, ctmp, &b->filesystems, burial) {
+	hlist_for_each_entry_safe(cfs, next, &b->filesystems, burial) {
 		list_for_each_entry_safe(s, stmp, &cfs->scopes, node)
 			tc_canon_scope_free(s);
 		wait_var_event(&cfs->dead_scopes, !atomic_read(&cfs->dead_scopes));
@@ -876,7 +873,7 @@ static bool tc_canon_fs_dying(struct btrfs_fs_info *fs_info)
  */
 static void tc_canon_hook_close(struct btrfs_fs_info *fs_info)
 {
-	TC_CANON_BURIAL(burial);
+	struct tc_canon_burial burial = { };
 	struct tc_canon_fs *cfs;
 
 	mutex_lock(&tc_canon_mutex);
@@ -961,7 +958,7 @@ static void tc_canon_put_empty(struct tc_canon_fs *cfs,
 	if (s && !s->nr_subvols) {
 		list_del_rcu(&s->node);
 		atomic_inc(&cfs->dead_scopes);
-		list_add_tail(&s->burial, &b->scopes);
+		hlist_add_head(&s->burial, &b->scopes);
 	}
 	if (list_empty(&cfs->scopes))
 		tc_canon_fs_free(cfs, b);
@@ -1037,7 +1034,7 @@ again:
 int tc_canon_enable(struct inode *inode, const char *name)
 {
 	struct tc_canon_scope *s, *old = NULL;
-	TC_CANON_BURIAL(burial);
+	struct tc_canon_burial burial = { };
 	struct super_block *sb = inode->i_sb;
 	struct tc_canon_fs *cfs;
 	u64 subvol;
@@ -1112,7 +1109,7 @@ out:
 int tc_canon_disable(struct inode *inode, const char *name)
 {
 	struct tc_canon_scope *s = NULL;
-	TC_CANON_BURIAL(burial);
+	struct tc_canon_burial burial = { };
 	struct tc_canon_fs *cfs;
 	u64 subvol;
 
@@ -1307,7 +1304,7 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
 ssize_t tc_canon_show(char *buf)
 {
 	struct tc_canon_fs *cfs, *next;
-	TC_CANON_BURIAL(burial);
+	struct tc_canon_burial burial = { };
 	struct tc_canon_stats st;
 	struct tc_canon_scope *s;
 	int len = 0;

@@ -344,7 +344,7 @@ static void tc_canon_burial_waits_without_the_mutex(struct kunit *test)
 	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
 	struct tc_canon_test_burial tb;
 	struct tc_canon_scope *s2;
-	TC_CANON_BURIAL(b);
+	struct tc_canon_burial b = { };
 	bool free;
 
 	s2 = tc_canon_dead_scope(test, t, &b);
@@ -379,8 +379,7 @@ static void tc_canon_burial_waits_for_its_own_holders_only(struct kunit *test)
 	struct btrfs_fs_info *other = kunit_kzalloc(test, sizeof(*other), GFP_KERNEL);
 	struct tc_canon_test_burial tb2, tb3;
 	struct tc_canon_scope *s2;
-	TC_CANON_BURIAL(b2);
-	TC_CANON_BURIAL(b3);
+	struct tc_canon_burial b2 = { }, b3 = { };
 
 	KUNIT_ASSERT_NOT_NULL(test, other);
 	s2 = tc_canon_dead_scope(test, t, &b2);
