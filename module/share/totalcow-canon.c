@@ -47,6 +47,7 @@
 #include <linux/slab.h>
 #include <linux/srcu.h>
 #include <linux/sysfs.h>
+#include <linux/workqueue.h>
 
 #include "ctree.h"
 #include "fs.h"
@@ -849,6 +850,42 @@ static void tc_canon_bury(struct tc_canon_burial *b)
 	}
 }
 
+/* A burial left to a worker: the caller must not wait for holders. */
+struct tc_canon_burial_work {
+	struct work_struct work;
+	struct tc_canon_burial b;
+};
+
+static void tc_canon_bury_work(struct work_struct *work)
+{
+	struct tc_canon_burial_work *bw =
+		container_of(work, struct tc_canon_burial_work, work);
+
+	tc_canon_bury(&bw->b);
+	kfree(bw);
+}
+
+/*
+ * Bury @b in a worker; in the caller only if there is no memory for one.
+ * The close hook still waits for a file system's state buried so.
+ */
+static void tc_canon_bury_later(struct tc_canon_burial *b)
+{
+	struct tc_canon_burial_work *bw;
+
+	if (hlist_empty(&b->scopes) && hlist_empty(&b->filesystems))
+		return;
+	bw = kzalloc(sizeof(*bw), GFP_KERNEL);
+	if (!bw) {
+		tc_canon_bury(b);
+		return;
+	}
+	INIT_WORK(&bw->work, tc_canon_bury_work);
+	hlist_move_list(&b->scopes, &bw->b.scopes);
+	hlist_move_list(&b->filesystems, &bw->b.filesystems);
+	queue_work(system_unbound_wq, &bw->work);
+}
+
 /* Is state of @fs_info unpublished and not yet freed? */
 static bool tc_canon_fs_dying(struct btrfs_fs_info *fs_info)
 {
@@ -1340,7 +1377,8 @@ ssize_t tc_canon_show(char *buf)
 		}
 	}
 	mutex_unlock(&tc_canon_mutex);
-	tc_canon_bury(&burial);
+	/* A read of the list does not wait for a tenant's throttled read. */
+	tc_canon_bury_later(&burial);
 	return len;
 }
 

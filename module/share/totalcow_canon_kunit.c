@@ -400,6 +400,29 @@ static void tc_canon_burial_waits_for_its_own_holders_only(struct kunit *test)
 }
 
 /*
+ * A read of the scopes list buries what it pruned in a worker: it returns
+ * while a holder keeps the scope, which is freed once the holder goes.
+ */
+static void tc_canon_listing_leaves_its_burial_to_a_worker(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	struct tc_canon_burial b = { };
+	struct tc_canon_scope *s2;
+	long left;
+
+	s2 = tc_canon_dead_scope(test, t, &b);
+	atomic_inc(&s2->holders);
+	tc_canon_bury_later(&b);		/* returns, s2 held */
+	KUNIT_EXPECT_TRUE(test, hlist_empty(&b.scopes));
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->cfs.dead_scopes), 1);
+	tc_canon_release(s2);
+	left = wait_var_event_timeout(&t->cfs.dead_scopes,
+				      !atomic_read(&t->cfs.dead_scopes), 10 * HZ);
+	KUNIT_EXPECT_GT(test, left, 0);		/* the worker freed it */
+	tc_canon_test_scope_free(t);
+}
+
+/*
  * A snapshot follows the nearest of its sources that is in a scope; not
  * past one an admin took out; past those found to follow nothing; not
  * beyond the sources it was given (TC_CANON_FOLLOW_HOPS).
@@ -457,6 +480,7 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_follow_picks_the_nearest_scope),
 	KUNIT_CASE(tc_canon_burial_waits_without_the_mutex),
 	KUNIT_CASE(tc_canon_burial_waits_for_its_own_holders_only),
+	KUNIT_CASE(tc_canon_listing_leaves_its_burial_to_a_worker),
 	{}
 };
 
