@@ -610,19 +610,25 @@ bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from)
 static void tc_canon_evict_unusable(struct address_space *mapping,
 				    pgoff_t first, unsigned long nr)
 {
-	pgoff_t i;
+	struct folio_batch fbatch;
+	pgoff_t next = first;
+	unsigned int i;
 
-	for (i = first; i - first < nr; i++) {
-		struct folio *folio = filemap_get_folio(mapping, i);
+	if (!nr)
+		return;
+	/* One walk of the range: on a miss, few of its pages are present. */
+	folio_batch_init(&fbatch);
+	while (filemap_get_folios(mapping, &next, first + nr - 1, &fbatch)) {
+		for (i = 0; i < folio_batch_count(&fbatch); i++) {
+			struct folio *folio = fbatch.folios[i];
 
-		if (IS_ERR(folio))
-			continue;
-		if (!tc_canon_usable(folio) && folio_trylock(folio)) {
+			if (tc_canon_usable(folio) || !folio_trylock(folio))
+				continue;
 			if (folio->mapping == mapping && !tc_canon_usable(folio))
 				filemap_remove_folio(folio);
 			folio_unlock(folio);
 		}
-		folio_put(folio);
+		folio_batch_release(&fbatch);
 	}
 }
 
