@@ -25,7 +25,7 @@ x=/sys/kernel/mm/totalcow/extents
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
 sum() { sha256sum < "$1" | cut -d' ' -f1; }
-aliased() { awk '$2 == "s" { for (i = 3; i < NF; i += 2) if ($i == "aliased") print $(i + 1) }' $x/scopes; }
+aliased() { scope_field s aliased; }
 refused() { awk '$1 == "files_refused" { print $2 }' $groups/g/stats; }
 # drop FILE: its pages out of the page cache (the inode, and its mark, stay).
 drop() { python3 -c 'import os, sys

@@ -17,9 +17,6 @@
 x=/sys/kernel/mm/totalcow/extents
 mnt=/mnt/btrfs
 dev=/dev/mapper/dust
-stat_of() { # NAME: scope s's counter NAME
-	awk -v k="$1" '$2 == "s" { for (i = 3; i < NF; i += 2) if ($i == k) print $(i + 1) }' $x/scopes
-}
 first_page() { dd if="$1" bs=4096 count=1 status=none | sha256sum | cut -d' ' -f1; }
 
 dmsetup create dust --table "0 $(blockdev --getsz /dev/$DISK0) dust /dev/$DISK0 0 4096" ||
@@ -42,17 +39,17 @@ echo "failed-read: f's first page: logical $logical, on the device at $physical"
 drop_caches
 dmsetup message dust 0 addbadblock $((physical / 4096)) || die "addbadblock"
 dmsetup message dust 0 enable || die "dust enable"
-f0=$(stat_of read_failures)
+f0=$(scope_field s read_failures)
 if dd if=$mnt/S/f of=/dev/null bs=4096 count=1 status=none 2>/dev/null; then
 	die "f's first page was read from a bad block"
 fi
-f1=$(stat_of read_failures)
+f1=$(scope_field s read_failures)
 [ "$f1" -gt "$f0" ] || die "no canonical read failed: $(cat $x/scopes)"
 dmsetup message dust 0 disable || die "dust disable"
 
-r0=$(stat_of reads)
+r0=$(scope_field s reads)
 [ "$(first_page $mnt/S/g)" = "$want" ] || die "g's first page read back wrong"
-r1=$(stat_of reads)
+r1=$(scope_field s reads)
 echo "failed-read: canonical read failures +$((f1 - f0)); the copy's cold read then read $((r1 - r0)) canonical pages"
 [ "$r1" -gt "$r0" ] || die "the failed canonical page was not read again: $(cat $x/scopes)"
 [ "$(first_page $mnt/S/f)" = "$want" ] || die "f's first page read back wrong"

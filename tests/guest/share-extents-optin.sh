@@ -33,11 +33,6 @@ refused() {
 scopes() { grep -c . $x/scopes || true; }
 # logged TEXT: the kernel said TEXT (read whole: no SIGPIPE under pipefail).
 logged() { dmesg | grep -F -- "$1" > /dev/null; }
-# field SCOPE NAME: a number from SCOPE's line.
-field() {
-	awk -v s="$1" -v f="$2" '$2 == s { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
-}
-
 [ "$(scopes)" = 0 ] || die "scopes before any enable: $(cat $x/scopes)"
 btrfs_mount /dev/$DISK0 $mnt
 fsid=$(blkid -s UUID -o value /dev/$DISK0)
@@ -101,7 +96,7 @@ done
 rm -f "$mnt/sub with spaces"/g* $mnt/p*
 sync
 for s in default tenant-b.2; do
-	[ "$(field $s pages)" = 0 ] && [ "$(field $s reads)" = 0 ] ||
+	[ "$(scope_field $s pages)" = 0 ] && [ "$(scope_field $s reads)" = 0 ] ||
 		die "scope $s holds pages nothing read: $(cat $x/scopes)"
 done
 
@@ -113,7 +108,7 @@ mount /dev/$DISK0 $mnt
 put enable "default $mnt"
 put enable "other $mnt/third"
 put disable "default $mnt"
-[ "$(field other pages)" = 0 ] && [ "$(scopes)" = 1 ] || die "after disable: $(cat $x/scopes)"
+[ "$(scope_field other pages)" = 0 ] && [ "$(scopes)" = 1 ] || die "after disable: $(cat $x/scopes)"
 refused disable "No such file or directory" "default $mnt"
 put disable "other $mnt/third"
 [ "$(scopes)" = 0 ] || die "after the last disable: $(cat $x/scopes)"

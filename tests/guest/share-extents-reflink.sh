@@ -19,10 +19,6 @@ x=/sys/kernel/mm/totalcow/extents
 mnt=/mnt/btrfs
 bytes=$((mib << 20))
 sum() { sha256sum < "$1" | cut -d' ' -f1; }
-field() {
-	awk -v s="$1" -v f="$2" '$2 == s { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
-}
-
 btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/copies
 make_file $mnt/copies/orig "$mib" orig
@@ -73,7 +69,7 @@ awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m <= 1.01 && r <= 1.01) }' ||
 for f in "${snaps[@]}"; do
 	[ "$(sum "$f")" = "$snap" ] || die "$f read back wrong while shared"
 done
-[ "$(field default aliased)" -gt 0 ] && [ "$(field default resolved)" -gt 0 ] ||
+[ "$(scope_field default aliased)" -gt 0 ] && [ "$(scope_field default resolved)" -gt 0 ] ||
 	die "no aliases counted: $(cat $x/scopes)"
 echo "scopes: $(cat $x/scopes)"
 
@@ -139,9 +135,9 @@ for i in 1 2 3 4; do cp --reflink=always $mnt/copies/small $mnt/copies/small$i; 
 sync
 small=$(sum $mnt/copies/small)
 drop_caches
-a0=$(field default aliased)
+a0=$(scope_field default aliased)
 for i in 1 2 3 4; do cat $mnt/copies/small$i > /dev/null; done
-[ "$(($(field default aliased) - a0))" -ge 12 ] || die "the small files' 3 pages each were not all aliased"
+[ "$(($(scope_field default aliased) - a0))" -ge 12 ] || die "the small files' 3 pages each were not all aliased"
 printf 'grown' | dd of=$mnt/copies/small2 bs=1 seek=12000 conv=notrunc status=none
 truncate -s 20000 $mnt/copies/small3
 for i in 1 4; do [ "$(sum $mnt/copies/small$i)" = "$small" ] || die "small$i changed"; done

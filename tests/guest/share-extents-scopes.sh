@@ -16,10 +16,6 @@ mib=32
 bytes=$((mib << 20))
 pages=$((bytes / 4096))
 sum() { sha256sum < "$1" | cut -d' ' -f1; }
-field() {
-	awk -v s="$1" -v f="$2" '$2 == s { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
-}
-
 btrfs_mount /dev/$DISK0 $mnt
 for v in a1 a2 b none; do
 	btrfs -q subvolume create $mnt/$v
@@ -49,15 +45,15 @@ mem=$MEM reads=$READS
 echo "scopes: page cache ${mem}x, device reads ${reads}x the file for 4 files in 2 scopes and none"
 awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m >= 2.99 && m <= 3.02 && r >= 2.99 && r <= 3.02) }' ||
 	die "want 3x and 3x: $(cat $x/scopes)"
-[ "$(field tenant-a pages)" = $pages ] && [ "$(field tenant-b pages)" = $pages ] ||
+[ "$(scope_field tenant-a pages)" = $pages ] && [ "$(scope_field tenant-b pages)" = $pages ] ||
 	die "each scope should hold the file once: $(cat $x/scopes)"
-[ "$(field tenant-a aliased)" -ge $((2 * pages)) ] && [ "$(field tenant-b aliased)" -ge $pages ] ||
+[ "$(scope_field tenant-a aliased)" -ge $((2 * pages)) ] && [ "$(scope_field tenant-b aliased)" -ge $pages ] ||
 	die "files not aliased in their scopes: $(cat $x/scopes)"
 
 ctl extents disable --scope tenant-b $mnt/b || die "extents disable tenant-b"
-[ "$(field tenant-a pages)" = $pages ] || die "tenant-a lost pages with tenant-b: $(cat $x/scopes)"
+[ "$(scope_field tenant-a pages)" = $pages ] || die "tenant-a lost pages with tenant-b: $(cat $x/scopes)"
 for v in a1 a2 b none; do
 	[ "$(sum $mnt/$v/f)" = "$want" ] || die "$v/f read back wrong"
 done
-echo "scopes: tenant-b dropped, tenant-a kept $(field tenant-a pages) pages, every byte right"
+echo "scopes: tenant-b dropped, tenant-a kept $(scope_field tenant-a pages) pages, every byte right"
 umount $mnt

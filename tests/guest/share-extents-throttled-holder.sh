@@ -49,13 +49,13 @@ setpriv --reuid=1000 --regid=1000 --clear-groups dd if=/mnt/A/S/f bs=4096 count=
 echo +io > $cg/cgroup.subtree_control
 mkdir $cg/att
 echo "$(cat /sys/block/$DISK0/dev) rbps=4096" > $cg/att/io.max || die "io.max"
-r0=$(awk '$2 == "a" { for (i = 3; i < NF; i += 2) if ($i == "reads") print $(i + 1) }' $x/scopes)
+r0=$(scope_field a reads)
 sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 --clear-groups \
 	dd if=/mnt/A/S/f of=/tmp/att bs=1M skip=2 count=1 status=none" &
 att=$!
 sleep 2
 kill -0 $att 2>/dev/null || die "the attacker's read was not throttled (finished within 2 s)"
-r1=$(awk '$2 == "a" { for (i = 3; i < NF; i += 2) if ($i == "reads") print $(i + 1) }' $x/scopes)
+r1=$(scope_field a reads)
 [ "$r1" -gt "$r0" ] || die "the attacker's read started no canonical read: $(cat $x/scopes)"
 echo "holder: the attacker's throttled read is in flight ($((r1 - r0)) canonical reads started)"
 

@@ -27,11 +27,8 @@ drop_caches
 python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt "$members" "$ops" "$seed" "$workers" \
 	extents || die "mismatches: $(cat $x/scopes)"
 cat $x/scopes
-field() {
-	awk -v f="$1" '$2 == "torture" { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' $x/scopes
-}
-[ "$(field resolved)" -gt 0 ] || die "nothing was ever shared: the torture tested nothing"
-[ "$(field invalidations)" -gt 0 ] || die "no canonical page was ever dropped"
-echo "extents torture: $(field aliased) pages aliased, $(field resolved) resolved," \
-	"$(field invalidations) canonical pages dropped"
+[ "$(scope_field torture resolved)" -gt 0 ] || die "nothing was ever shared: the torture tested nothing"
+[ "$(scope_field torture invalidations)" -gt 0 ] || die "no canonical page was ever dropped"
+echo "extents torture: $(scope_field torture aliased) pages aliased, $(scope_field torture resolved) resolved," \
+	"$(scope_field torture invalidations) canonical pages dropped"
 umount $mnt

@@ -173,6 +173,14 @@ tc_btrfs() {
 	mount "/dev/mapper/$name" "$mnt"
 }
 
+# scope_field SCOPE NAME: counter NAME of sharing scope SCOPE, from
+# /sys/kernel/mm/totalcow/extents/scopes ("<fsid> <scope> <name> <n> ...";
+# one line per file system that has the scope).
+scope_field() {
+	awk -v s="$1" -v f="$2" '$2 == s { for (i = 3; i < NF; i += 2) if ($i == f) print $(i + 1) }' \
+		/sys/kernel/mm/totalcow/extents/scopes
+}
+
 # btrfs_mount DEV MNT: a new btrfs straight on DEV (no dm device), at MNT.
 btrfs_mount() {
 	mkfs.btrfs -q -f -K "$1" >/dev/null 2>&1 || die "mkfs.btrfs on $1"
