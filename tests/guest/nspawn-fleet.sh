@@ -59,13 +59,19 @@ run_fleet() {
 	drop_caches
 	"${nspawn[@]}" -x -D $machines/plain /bin/sh -c : || die "warm-up container"
 	pc0=$(page_cache_bytes) rd0=$(sectors_read "$DISK0")
+	# Each in a cgroup of its own, as systemd-nspawn@.service runs: with
+	# --keep-unit, nspawns started in one cgroup share its payload/ and
+	# supervisor/, and the first to exit removes them under the others
+	# ("Failed to move process: No such device").
 	for i in $(seq 1 "$n"); do
-		"${nspawn[@]}" --template=$machines/$img -D $machines/$p$i /bin/fleet-read \
+		in_cgroup /sys/fs/cgroup/nspawn-$p$i \
+			"${nspawn[@]}" --template=$machines/$img -D $machines/$p$i /bin/fleet-read \
 			> /tmp/$p$i.out 2>&1 &
 		pids+=($!)
 	done
 	for i in $(seq 1 "$n"); do
 		wait "${pids[i - 1]}" || { cat /tmp/$p$i.out; die "nspawn $p$i"; }
+		rm_cgroup /sys/fs/cgroup/nspawn-$p$i
 		[ "$(cat /tmp/$p$i.out)" = "$want" ] || die "$p$i read '$(cat /tmp/$p$i.out)', want '$want'"
 	done
 	pc=$(( $(page_cache_bytes) - pc0 )) rd=$(( ($(sectors_read "$DISK0") - rd0) * 512 ))

@@ -247,6 +247,23 @@ unpriv_user() {
 	mkdir -p "/run/user/$1" && chown "$1:$1" "/run/user/$1"
 }
 
+# in_cgroup CG CMD...: run CMD in cgroup CG, made if missing, as a service
+# manager starts each unit in a cgroup of its own. Tools that make
+# subgroups of the cgroup they run in (systemd-nspawn --keep-unit makes
+# payload/ and supervisor/ and removes them at exit) must not share one.
+in_cgroup() {
+	local cg=$1
+	shift
+	mkdir -p "$cg" || die "cgroup $cg"
+	# shellcheck disable=SC2016
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+}
+
+# rm_cgroup CG: remove CG and whatever subgroups a tool left in it.
+rm_cgroup() {
+	[ ! -d "$1" ] || find "$1" -depth -type d -exec rmdir {} + || die "rmdir $1"
+}
+
 # as_user CMD...: run CMD as the unpriv_user in a new leaf cgroup of its
 # own (as `systemd-run --user --scope` would; root moves it there: the user
 # may not write the root cgroup's cgroup.procs). lxc-start's monitor moves
@@ -255,9 +272,7 @@ unpriv_user() {
 as_user() {
 	local scope=$UNPRIV_CG/scope.$BASHPID.$((++UNPRIV_SCOPES))
 	mkdir "$scope" && chown "$UNPRIV_UID:$UNPRIV_UID" "$scope/cgroup.procs" || die "cgroup $scope"
-	# shellcheck disable=SC2016
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$scope" \
-		setpriv --reuid="$UNPRIV_UID" --regid="$UNPRIV_UID" --clear-groups \
+	in_cgroup "$scope" setpriv --reuid="$UNPRIV_UID" --regid="$UNPRIV_UID" --clear-groups \
 		env HOME="$UNPRIV_HOME" USER="$UNPRIV_NAME" LOGNAME="$UNPRIV_NAME" \
 		XDG_RUNTIME_DIR="/run/user/$UNPRIV_UID" "$@"
 }
