@@ -42,6 +42,7 @@
 #include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
 #include "totalcow-group.h"
+#include "totalcow-reader-hold.h"
 #include "totalcow-share.h"
 #include "totalcow-sig.h"
 
@@ -295,6 +296,16 @@ static int tc_template_path(struct tc_group *g, struct inode *inode,
 }
 
 /*
+ * What tc_template_of() needs of a member, taken under tc_groups_lock and
+ * used after it: the lookups run without the lock.
+ */
+struct tc_member_view {
+	struct path root;	/* held; unset for an automatic member */
+	u32 dev;
+	bool automatic;
+};
+
+/*
  * Find the template file of @file, a member file, into @tp (a reference
  * held) and deny writes to it. Returns 0, -ENOMEM if it may work later,
  * or another error if the file cannot be shared.
@@ -315,7 +326,8 @@ static int tc_template_path(struct tc_group *g, struct inode *inode,
  * which pages are candidates: each is proven or compared before sharing.
  */
 static int tc_template_of(struct file *file, struct tc_group *g,
-			  struct tc_member *m, struct path *tp, bool *by_extents)
+			  const struct tc_member_view *m, struct path *tp,
+			  bool *by_extents)
 {
 	struct inode *inode = file_inode(file), *t = NULL, *found;
 	const struct cred *old;
@@ -408,93 +420,207 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 	return 0;
 }
 
-struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
+/* What a reader found under tc_groups_lock, for tc_file_bind() to use after. */
+struct tc_bind {
+	struct tc_file *tf;		/* bound already */
+	struct tc_group *g;		/* with a reference, if m is set */
+	struct tc_member *m;		/* valid while tc_groups_seq is seq */
+	struct tc_member_view mv;
+	unsigned long seq;
+	bool template;			/* in no group: a template's subvolume */
+};
+
+/*
+ * Find @file's member under tc_groups_lock, with the reader's hold rules
+ * (totalcow-reader-hold.h): comparisons only. A file in no member
+ * subvolume joins a group by lineage (tc_auto_join()) if @l, its
+ * subvolume's lineage, is given; if it is needed and not given, returns
+ * -EAGAIN for the caller to read it and come back.
+ *
+ * Return: 0 with @b set; -ENOENT in no group; -EAGAIN.
+ */
+static int tc_bind_find(struct file *file, struct address_space *mapping,
+			const struct tc_lineage *l, struct tc_member **spare,
+			struct tc_bind *b)
 {
-	unsigned long gen = tc_classify_begin();
-	bool by_extents, in_no_group = false, template = false;
-	struct tc_file *tf, *old;
-	struct tc_member *m;
+	struct inode *inode = file_inode(file);
 	struct tc_group *g;
-	struct path tp;
-	pgoff_t nr;
+	int err = 0;
+
+	mutex_lock(&tc_groups_lock);
+	tc_reader_hold_begin();
+	b->tf = tc_file_get(mapping);
+	if (b->tf)
+		goto unlock;
+	b->m = tc_find_member(&file->f_path, &g);
+	if (!b->m) {
+		b->template = tc_in_template_subvol(inode);
+		if (b->template) {
+			err = -ENOENT;
+			goto unlock;
+		}
+		if (!l) {
+			err = tc_auto_possible(inode) ? -EAGAIN : -ENOENT;
+			goto unlock;
+		}
+		b->m = tc_auto_join(file, l, spare, &g);
+		if (!b->m) {
+			err = -ENOENT;
+			goto unlock;
+		}
+	}
+	b->g = g;
+	kobject_get(&g->kobj);
+	b->mv.dev = b->m->dev;
+	b->mv.automatic = b->m->automatic;
+	if (!b->m->automatic) {
+		b->mv.root = b->m->root;
+		path_get(&b->mv.root);
+	}
+	b->seq = tc_groups_seq;
+unlock:
+	tc_reader_hold_end();
+	mutex_unlock(&tc_groups_lock);
+	return err;
+}
+
+/*
+ * Enter @tf, bound to template file @tp, as @b's file: if its member is
+ * still there (tc_groups_seq unchanged: no member or group left since
+ * tc_bind_find()) and no other reader bound the file meanwhile. Consumes
+ * @tf; returns the file's binding, or NULL.
+ */
+static struct tc_file *tc_bind_enter(struct tc_bind *b, struct tc_file *tf,
+				     struct address_space *mapping,
+				     bool by_extents)
+{
+	struct tc_group *g = b->g;
+	struct tc_member *m = b->m;
+	struct tc_file *old;
 	int err;
 
 	mutex_lock(&tc_groups_lock);
-	tf = tc_file_get(mapping);
-	if (tf)
+	tc_reader_hold_begin();
+	old = tc_file_get(mapping);
+	if (old || b->seq != tc_groups_seq)
 		goto unlock;
-	m = tc_find_member(&file->f_path, &g);
-	if (!m) {
-		template = tc_in_template_subvol(file_inode(file));
-		if (!template)
-			m = tc_auto_join(file, &g);
+	tf->group = g;
+	tf->member = m;
+	spin_lock(&tc_files_lock);
+	/* No other binding of @mapping: they are entered under the lock. */
+	err = rhashtable_lookup_insert_fast(&tc_files, &tf->node,
+					    tc_file_params);
+	if (!err) {
+		list_add_tail(&tf->list, &g->files);
+		list_add_tail(&tf->mlist, &m->files);
+		set_bit(AS_PAGE_ALIASES, &mapping->flags);
 	}
-	if (!m) {
-		in_no_group = true;
+	spin_unlock(&tc_files_lock);
+	if (err)	/* no memory for a bigger table (GFP_ATOMIC) */
 		goto unlock;
+	kobject_get(&g->kobj);
+	tc_count(g, TC_FILES_BOUND, 1);
+	if (by_extents)
+		tc_count(g, TC_FILES_BOUND_BY_EXTENTS, 1);
+	old = tf;
+	tf = NULL;
+unlock:
+	tc_reader_hold_end();
+	mutex_unlock(&tc_groups_lock);
+	if (tf) {	/* not entered: no chunks yet */
+		atomic_inc(&tf->tinode->i_writecount);
+		path_put(&tf->tpath);
+		kfree(tf);
 	}
-	err = tc_template_of(file, g, m, &tp, &by_extents);
+	return old;
+}
+
+/**
+ * tc_file_bind - bind a member file to its template file, at a read miss
+ * @file: the file read
+ * @mapping: its page cache
+ *
+ * In three steps, so that a reader holds tc_groups_lock, which every
+ * tenant's first reads take, only to compare (totalcow-reader-hold.h):
+ * find the member under the lock; look the template file up, and
+ * allocate the binding, without it (charged to the reader, at whatever
+ * the reader's memory cgroup makes that cost); enter the binding under
+ * the lock if the member is still there. A file in no group is asked
+ * about again at its next miss if memory ran out or its member left
+ * meanwhile, and never again (until tc_reclassify()) otherwise.
+ *
+ * Return: the binding, with a reference; or NULL.
+ */
+struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
+{
+	unsigned long gen = tc_classify_begin();
+	struct tc_member *spare = NULL;
+	struct tc_bind b = { };
+	struct tc_lineage l;
+	struct tc_file *tf;
+	bool by_extents;
+	struct path tp;
+	int err;
+
+	err = tc_bind_find(file, mapping, NULL, NULL, &b);
+	if (err == -EAGAIN) {
+		/* Before the lock: tree searches, an allocation. */
+		if (tc_btrfs_lineage(file_inode(file), &l))
+			return NULL;
+		spare = kzalloc(sizeof(*spare), GFP_KERNEL_ACCOUNT);
+		if (!spare)
+			return NULL;
+		spare->dev = tc_path_dev(&file->f_path);
+		err = tc_bind_find(file, mapping, &l, &spare, &b);
+		kfree(spare);	/* unless it joined */
+	}
+	if (b.tf)
+		return b.tf;
+	if (err) {
+		/*
+		 * In no group: a snapshot of a subvolume in a sharing scope
+		 * joins that scope (its files share extents from this read on),
+		 * unless it is a group's template; any other file is never
+		 * asked about again, unless memory ran out.
+		 */
+		if (b.template || !tc_canon_follow(file_inode(file)))
+			tc_classify_none(mapping, gen);
+		return NULL;
+	}
+	tf = NULL;
+	err = tc_template_of(file, b.g, &b.mv, &tp, &by_extents);
 	if (err) {
 		/*
 		 * Out of memory, or the template file's data not on disk yet:
 		 * not shared now, asked again at the next miss.
 		 */
 		if (err != -ENOMEM && err != -EBUSY) {
-			tc_count(g, TC_FILES_REFUSED, 1);
+			tc_count(b.g, TC_FILES_REFUSED, 1);
 			/* A scope still shares its extents (tc_read_miss()). */
 			if (!tc_canon_in_scope(file_inode(file)))
 				tc_classify_none(mapping, gen);
 		}
-		goto unlock;
+		goto out;
 	}
-	nr = DIV_ROUND_UP(i_size_read(d_inode(tp.dentry)), PAGE_SIZE);
 	tf = kzalloc(sizeof(*tf), GFP_KERNEL_ACCOUNT);
-	if (!tf)
-		goto nomem;
+	if (!tf) {
+		atomic_inc(&d_inode(tp.dentry)->i_writecount);
+		path_put(&tp);
+		goto out;
+	}
 	/* Chunks come as pages are read (tc_sigs()); so do their nodes. */
 	xa_init_flags(&tf->sigs, XA_FLAGS_ACCOUNT);
 	tf->mapping = mapping;
 	tf->tpath = tp;
 	tf->tinode = d_inode(tp.dentry);
-	tf->group = g;
-	tf->member = m;
-	tf->nr_pages = nr;
+	tf->nr_pages = DIV_ROUND_UP(i_size_read(tf->tinode), PAGE_SIZE);
 	tf->id = tc_file_new_id();
 	refcount_set(&tf->ref, 2);	/* the binding's and ours */
-	kobject_get(&g->kobj);
-
-	spin_lock(&tc_files_lock);
-	old = rhashtable_lookup_get_insert_fast(&tc_files, &tf->node,
-						tc_file_params);
-	if (!old) {
-		list_add_tail(&tf->list, &g->files);
-		list_add_tail(&tf->mlist, &m->files);
-		set_bit(AS_PAGE_ALIASES, &mapping->flags);
-	}
-	spin_unlock(&tc_files_lock);
-	if (old) {	/* cannot be: we hold tc_groups_lock */
-		kobject_put(&g->kobj);
-		goto nomem;
-	}
-	tc_count(g, TC_FILES_BOUND, 1);
-	if (by_extents)
-		tc_count(g, TC_FILES_BOUND_BY_EXTENTS, 1);
-	goto unlock;
-
-nomem:
-	kfree(tf);	/* no chunks yet */
-	tf = NULL;
-	atomic_inc(&d_inode(tp.dentry)->i_writecount);
-	path_put(&tp);
-unlock:
-	mutex_unlock(&tc_groups_lock);
-	/*
-	 * In no group: a snapshot of a subvolume in a sharing scope joins
-	 * that scope (its files share extents from this read on), unless it
-	 * is a group's template; any other file is never asked about again.
-	 */
-	if (in_no_group && (template || !tc_canon_follow(file_inode(file))))
-		tc_classify_none(mapping, gen);
+	tf = tc_bind_enter(&b, tf, mapping, by_extents);
+out:
+	if (!b.mv.automatic)
+		path_put(&b.mv.root);
+	kobject_put(&b.g->kobj);
 	return tf;
 }
 

@@ -235,57 +235,58 @@ static struct btrfs_root *tc_uuid_root(struct btrfs_fs_info *fs_info,
 }
 
 /**
- * tc_btrfs_lineage_hops - how far back @inode's subvolume descends from @tmpl's
+ * tc_btrfs_lineage - the parent UUIDs of @inode's subvolume and its sources
  * @inode: any inode of the subvolume to look at
- * @tmpl: any inode of the template subvolume
- * @max_hops: how many snapshots deep to look
+ * @l: set to them, nearest first: the UUID of the subvolume it is a
+ *	snapshot of, then that one's parent UUID, and so on
  *
- * Follows parent UUIDs: 1 if the subvolume is a snapshot of the template
- * (or of the subvolume the template was received from), 2 if it is a
- * snapshot of such a snapshot, and so on. Each hop is a lookup in the
- * UUID tree and in the subvolume roots; a chain that leaves the file
- * system's subvolumes (a deleted intermediate, a parent on another file
- * system) ends there.
+ * Each hop is a lookup in the UUID tree and in the subvolume roots, so
+ * this runs before any lock that other readers wait for is taken; a chain
+ * that leaves the file system's subvolumes (a deleted intermediate, a
+ * parent on another file system) ends there, TC_LINEAGE_HOPS hops at most.
  *
- * Return: the number of hops, -EXDEV if there is no such chain within
- * @max_hops, or -ENOMEM.
+ * Return: 0 with @l->n set, or -ENOMEM.
  */
-int tc_btrfs_lineage_hops(struct inode *inode, struct inode *tmpl, int max_hops)
+int tc_btrfs_lineage(struct inode *inode, struct tc_lineage *l)
 {
 	struct btrfs_fs_info *fs_info = inode_to_fs_info(inode);
-	struct btrfs_root *t = BTRFS_I(tmpl)->root, *root;
-	u8 parent[BTRFS_UUID_SIZE], uuid[BTRFS_UUID_SIZE];
-	u8 received[BTRFS_UUID_SIZE];
-	int hop, err = -EXDEV;
+	struct btrfs_root *root = btrfs_grab_root(BTRFS_I(inode)->root);
 	u64 id;
 
-	if (inode->i_sb != tmpl->i_sb || BTRFS_I(inode)->root == t)
-		return -EXDEV;
-	root = btrfs_grab_root(BTRFS_I(inode)->root);
-	down_read(&fs_info->subvol_sem);
-	memcpy(uuid, t->root_item.uuid, BTRFS_UUID_SIZE);
-	memcpy(received, t->root_item.received_uuid, BTRFS_UUID_SIZE);
-	up_read(&fs_info->subvol_sem);
-	for (hop = 1; hop <= max_hops; hop++) {
+	for (l->n = 0; l->n < TC_LINEAGE_HOPS; l->n++) {
+		u8 *parent = l->parent[l->n];
+
 		tc_parent_uuid(fs_info, root, parent);
 		root = NULL;
 		if (btrfs_is_empty_uuid(parent))
 			break;
-		if (!memcmp(parent, uuid, BTRFS_UUID_SIZE) ||
-		    (!btrfs_is_empty_uuid(received) &&
-		     !memcmp(parent, received, BTRFS_UUID_SIZE)))
-			return hop;
-		if (hop == max_hops)
+		if (l->n + 1 == TC_LINEAGE_HOPS) {
+			l->n++;
 			break;
+		}
 		root = tc_uuid_root(fs_info, parent, &id);
 		if (IS_ERR(root)) {
-			err = PTR_ERR(root) == -ENOMEM ? -ENOMEM : -EXDEV;
+			if (PTR_ERR(root) == -ENOMEM)
+				return -ENOMEM;
+			l->n++;
 			root = NULL;
 			break;
 		}
 	}
 	btrfs_put_root(root);
-	return err;
+	return 0;
+}
+
+/* The UUID and received UUID of @tmpl's subvolume, for tc_lineage_hops(). */
+void tc_btrfs_subvol_uuids(struct inode *tmpl, u8 *uuid, u8 *received)
+{
+	struct btrfs_fs_info *fs_info = inode_to_fs_info(tmpl);
+	struct btrfs_root *t = BTRFS_I(tmpl)->root;
+
+	down_read(&fs_info->subvol_sem);
+	memcpy(uuid, t->root_item.uuid, BTRFS_UUID_SIZE);
+	memcpy(received, t->root_item.received_uuid, BTRFS_UUID_SIZE);
+	up_read(&fs_info->subvol_sem);
 }
 
 /**

@@ -64,6 +64,7 @@
 
 #include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
+#include "totalcow-reader-hold.h"
 
 #define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
 /* btrfs sectors are at least 4 KiB. */
@@ -1229,19 +1230,22 @@ static struct tc_canon_scope *tc_canon_follow_pick(struct xarray *subvols,
  * admin took out stays out, and so do snapshots made from it. A subvolume
  * found to follow nothing is not looked up again until the next enable or
  * disable. The lookup (a UUID tree search per hop) runs without locks;
- * its entry is charged to the reader.
+ * its entry is charged to the reader, and made without reclaim under
+ * tc_canon_mutex (totalcow-reader-hold.h): a reader at its memory
+ * cgroup's limit does not follow now, and asks again at its next miss.
  *
- * Return: whether @inode's subvolume is in a scope now.
+ * Return: 1 if @inode's subvolume is in a scope now, 0 if not, -ENOMEM
+ * if it may be later.
  */
-bool tc_canon_follow(struct inode *inode)
+int tc_canon_follow(struct inode *inode)
 {
+	const gfp_t gfp = GFP_NOWAIT | __GFP_ACCOUNT | __GFP_NOWARN;
 	u64 ids[TC_CANON_FOLLOW_HOPS], subvol;
 	struct tc_canon_scope *s;
 	struct tc_canon_fs *cfs;
 	unsigned long gen = 0;
-	bool in = false;
 	void *e = NULL;
-	int n;
+	int n, in = 0;
 
 	if (!static_branch_unlikely(&btrfs_canon_key) ||
 	    inode->i_sb->s_magic != BTRFS_SUPER_MAGIC)
@@ -1255,37 +1259,37 @@ bool tc_canon_follow(struct inode *inode)
 	}
 	rcu_read_unlock();
 	if (!cfs || e == TC_CANON_OUT || e == tc_canon_none_at(gen))
-		return false;
+		return 0;
 	if (e && !xa_is_value(e))
-		return true;
+		return 1;
 	n = tc_btrfs_ancestors(inode, ids, ARRAY_SIZE(ids));
 	if (n < 0)
-		return false;
+		return n;
 	mutex_lock(&tc_canon_mutex);
+	tc_reader_hold_begin();
 	cfs = tc_canon_fs_of(btrfs_sb(inode->i_sb));
 	if (!cfs)
 		goto out;
 	e = xa_load(&cfs->subvols, subvol);
 	if (e && !xa_is_value(e)) {
-		in = true;
+		in = 1;
 		goto out;
 	}
 	if (e == TC_CANON_OUT)
 		goto out;
 	s = tc_canon_follow_pick(&cfs->subvols, ids, n);
 	if (s) {
-		in = !xa_err(xa_store(&cfs->subvols, subvol, s,
-				      GFP_KERNEL_ACCOUNT));
-		if (in) {
+		in = xa_err(xa_store(&cfs->subvols, subvol, s, gfp)) ?: 1;
+		if (in > 0) {
 			xa_set_mark(&cfs->subvols, subvol, TC_CANON_FOLLOWED);
 			s->nr_subvols++;
 		}
 	} else if (cfs->follow_gen == gen) {
 		/* Without memory it is only looked up again. */
-		xa_store(&cfs->subvols, subvol, tc_canon_none_at(gen),
-			 GFP_KERNEL_ACCOUNT);
+		xa_store(&cfs->subvols, subvol, tc_canon_none_at(gen), gfp);
 	}
 out:
+	tc_reader_hold_end();
 	mutex_unlock(&tc_canon_mutex);
 	return in;
 }

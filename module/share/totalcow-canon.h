@@ -26,7 +26,7 @@ int tc_canon_enable(struct inode *inode, const char *scope);
 int tc_canon_disable(struct inode *inode, const char *scope);
 
 bool tc_canon_in_scope(struct inode *inode);
-bool tc_canon_follow(struct inode *inode);
+int tc_canon_follow(struct inode *inode);
 struct tc_canon_scope *tc_canon_hold(struct inode *inode);
 void tc_canon_release(struct tc_canon_scope *s);
 

@@ -39,7 +39,7 @@
 #include "totalcow-share.h"
 
 /* How many snapshots deep an automatic member may descend from the template. */
-#define TC_AUTO_HOPS 4
+#define TC_AUTO_HOPS TC_LINEAGE_HOPS
 
 static const char * const tc_stat_names[TC_NR_STATS] = {
 	"files_bound", "files_refused", "aliases_installed", "aliases_proven",
@@ -51,6 +51,7 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 
 /* Groups, their members and the groups/ files. */
 DEFINE_MUTEX(tc_groups_lock);
+unsigned long tc_groups_seq;
 static LIST_HEAD(tc_groups);
 static struct kobject *groups_kobj;
 
@@ -117,50 +118,97 @@ static void tc_prune_auto(struct tc_group *g)
 			continue;
 		tc_unbind_files(g, m);
 		list_del(&m->list);
+		tc_groups_seq++;
 		kfree(m);
 	}
 }
 
 /*
- * @file is in no member subvolume: does its subvolume descend from the
- * template of a group with "auto" on, within TC_AUTO_HOPS snapshots? Then
- * it joins that group as an automatic member, here, at its first read:
- * no hook, no privilege in the container. Returns the member, with its
- * group in *@gp, or NULL.
+ * The pruning a join asks for, off the reader's path: it looks up each
+ * automatic member's subvolume, which may read the root tree, and no
+ * reader may do that while holding tc_groups_lock (totalcow-reader-hold.h).
  */
-struct tc_member *tc_auto_join(struct file *file, struct tc_group **gp)
+static void tc_prune_auto_all(struct work_struct *work)
+{
+	struct tc_group *g;
+
+	mutex_lock(&tc_groups_lock);
+	list_for_each_entry(g, &tc_groups, list)
+		if (g->auto_join)
+			tc_prune_auto(g);
+	mutex_unlock(&tc_groups_lock);
+}
+
+static DECLARE_WORK(tc_prune_work, tc_prune_auto_all);
+
+/*
+ * Could @inode's subvolume join a group by lineage: is there a group with
+ * "auto" on, on its file system, of another subvolume? Then its lineage
+ * is worth reading (tc_btrfs_lineage(), before the lock).
+ */
+bool tc_auto_possible(struct inode *inode)
+{
+	struct tc_group *g;
+
+	lockdep_assert_held(&tc_groups_lock);
+	list_for_each_entry(g, &tc_groups, list) {
+		/* The file system first: @inode may be on any. */
+		if (g->auto_join && inode->i_sb == g->template.dentry->d_sb &&
+		    tc_btrfs_subvol_id(inode) !=
+		    tc_btrfs_subvol_id(d_inode(g->template.dentry)))
+			return true;
+	}
+	return false;
+}
+
+/**
+ * tc_auto_join - join @file's subvolume to the group it descends from
+ * @file: a file in no member subvolume
+ * @l: its subvolume's lineage (tc_btrfs_lineage(), read before the lock)
+ * @spare: a zeroed member, allocated before the lock (charged to the
+ *	reader: anyone may make snapshots that join); taken if it joins
+ * @gp: set to the group it joins
+ *
+ * Does the subvolume descend from the template of a group with "auto" on,
+ * within TC_AUTO_HOPS snapshots? Then it joins that group as an automatic
+ * member, here, at its first read: no hook, no privilege in the
+ * container. Only compares what the reader brought: no lookup, no
+ * allocation under tc_groups_lock.
+ *
+ * Return: the member, or NULL.
+ */
+struct tc_member *tc_auto_join(struct file *file, const struct tc_lineage *l,
+			       struct tc_member **spare, struct tc_group **gp)
 {
 	struct inode *inode = file_inode(file);
 	struct tc_group *g, *best = NULL;
 	int hops, least = TC_AUTO_HOPS + 1;
-	struct tc_member *m;
+	struct tc_member *m = *spare;
 
 	lockdep_assert_held(&tc_groups_lock);
 	/* The nearest template, if templates descend from each other. */
 	list_for_each_entry(g, &tc_groups, list) {
-		if (!g->auto_join || inode->i_sb != g->template.dentry->d_sb)
+		if (!g->auto_join || inode->i_sb != g->template.dentry->d_sb ||
+		    tc_btrfs_subvol_id(inode) ==
+		    tc_btrfs_subvol_id(d_inode(g->template.dentry)))
 			continue;
-		hops = tc_btrfs_lineage_hops(inode, d_inode(g->template.dentry),
-					     TC_AUTO_HOPS);
+		hops = tc_lineage_hops(l, g->tuuid, g->treceived);
 		if (hops > 0 && hops < least) {
 			least = hops;
 			best = g;
 		}
 	}
-	if (!best)
+	if (!best || !m)
 		return NULL;
-	/* Charged to the reader: anyone may make snapshots that join. */
-	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
-	if (!m)
-		return NULL;
+	*spare = NULL;
 	INIT_LIST_HEAD(&m->files);
 	m->automatic = true;
 	m->sb = inode->i_sb;
 	m->subvol = tc_btrfs_subvol_id(inode);
-	m->dev = tc_path_dev(&file->f_path);
-	tc_prune_auto(best);
 	list_add_tail(&m->list, &best->members);
 	tc_count(best, TC_MEMBERS_JOINED, 1);
+	/* Members of deleted snapshots go, without holding this reader. */
+	schedule_work(&tc_prune_work);
 	*gp = best;
 	return m;
 }
@@ -475,6 +523,8 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 	}
 	g->ro_held = true;
 	g->tdev = tc_path_dev(&g->template);
+	tc_btrfs_subvol_uuids(d_inode(g->template.dentry), g->tuuid,
+			      g->treceived);
 	g->cred = get_current_cred();
 	strscpy(g->name, name, sizeof(g->name));
 	INIT_LIST_HEAD(&g->members);
@@ -523,6 +573,7 @@ static void tc_member_adopt(struct tc_member *m, struct tc_member *am)
 	list_splice_init(&am->files, &m->files);
 	list_replace(&am->list, &m->list);
 	spin_unlock(&tc_files_lock);
+	tc_groups_seq++;
 	kfree(am);
 }
 
@@ -647,6 +698,7 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 	}
 	tc_unbind_files(g, found);
 	list_del(&found->list);
+	tc_groups_seq++;
 	/* Its files that were refused may belong to no group now. */
 	tc_reclassify(p.dentry->d_sb);
 unlock:
@@ -681,6 +733,7 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return -ENOENT;
 	}
 	list_del(&g->list);
+	tc_groups_seq++;
 	tc_unbind_files(g, NULL);
 	/* Files it refused belong to no group now: a scope may take them. */
 	tc_reclassify(g->template.dentry->d_sb);

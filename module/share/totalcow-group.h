@@ -15,6 +15,7 @@
 #include <linux/path.h>
 
 #include "../dm/totalcow-whitelist.h"
+#include "totalcow-btrfs.h"
 
 struct file;
 
@@ -65,6 +66,9 @@ struct tc_group {
 	u32 tdev;			/* st_dev of the template subvolume */
 	const struct cred *cred;	/* its creator's: bindings look up with it */
 	bool ro_held;			/* tc_btrfs_hold_readonly() on the template */
+	/* The template subvolume's UUIDs (it is read-only: they stay). */
+	u8 tuuid[BTRFS_UUID_SIZE];
+	u8 treceived[BTRFS_UUID_SIZE];
 	bool auto_join;			/* descendants join at their first read */
 	struct list_head members;	/* tc_member, under tc_groups_lock */
 	struct list_head files;		/* tc_file, under tc_files_lock */
@@ -74,6 +78,12 @@ struct tc_group {
 
 /* Groups, their members, and the groups/ files. */
 extern struct mutex tc_groups_lock;
+/*
+ * Changed, under tc_groups_lock, whenever a member or a group leaves the
+ * lists: what a reader found under the lock is still there if this is
+ * what it was when the reader let go of the lock.
+ */
+extern unsigned long tc_groups_seq;
 
 static inline void tc_count(struct tc_group *g, enum tc_stat s, long n)
 {
@@ -82,7 +92,9 @@ static inline void tc_count(struct tc_group *g, enum tc_stat s, long n)
 
 u32 tc_path_dev(const struct path *path);
 struct tc_member *tc_find_member(const struct path *path, struct tc_group **gp);
-struct tc_member *tc_auto_join(struct file *file, struct tc_group **gp);
+bool tc_auto_possible(struct inode *inode);
+struct tc_member *tc_auto_join(struct file *file, const struct tc_lineage *l,
+			       struct tc_member **spare, struct tc_group **gp);
 bool tc_in_template_subvol(struct inode *inode);
 int tc_groups_init(void);
 

@@ -24,6 +24,7 @@
 #include <linux/page_alias.h>
 #include <linux/pagemap.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/mm.h>
 #include <linux/swap.h>
 
 #include "totalcow-bind.h"
@@ -31,6 +32,7 @@
 #include "totalcow-extent-share.h"
 #include "totalcow-group.h"
 #include "totalcow-mmap.h"
+#include "totalcow-reader-hold.h"
 #include "totalcow-share.h"
 #include "totalcow-sig.h"
 
@@ -607,10 +609,24 @@ void tc_reclassify(struct super_block *sb)
 	iput(toput);
 }
 
+#ifdef CONFIG_LOCKDEP
+struct lockdep_map tc_reader_hold_map = { .name = "tc_reader_hold" };
+#endif
+
+/* Teach lockdep that reclaim may wait for a reader's hold (see the header). */
+void __init tc_reader_hold_init(void)
+{
+	fs_reclaim_acquire(GFP_KERNEL);
+	tc_reader_hold_begin();
+	tc_reader_hold_end();
+	fs_reclaim_release(GFP_KERNEL);
+}
+
 static int __init totalcow_share_init(void)
 {
 	int err;
 
+	tc_reader_hold_init();
 	err = tc_bind_init();
 	if (!err)
 		err = tc_groups_init();

@@ -142,6 +142,51 @@ static void tc_ref_note_is_bounded(struct kunit *test)
 			257ULL + TC_BIND_TRIES - 1);
 }
 
+/* A lineage of @n parents, parent i's UUID all bytes i + 1. */
+static void tc_lineage_fill(struct tc_lineage *l, int n)
+{
+	int i;
+
+	l->n = n;
+	for (i = 0; i < n; i++)
+		memset(l->parent[i], i + 1, BTRFS_UUID_SIZE);
+}
+
+/*
+ * tc_lineage_hops() compares under tc_groups_lock what the reader read
+ * before it: the hop of the first parent that is the template's UUID or,
+ * if the template was received, its received UUID; nothing past n.
+ */
+static void tc_lineage_hops_counts_snapshots_back(struct kunit *test)
+{
+	u8 uuid[BTRFS_UUID_SIZE], received[BTRFS_UUID_SIZE] = { };
+	struct tc_lineage l;
+
+	tc_lineage_fill(&l, 3);
+	memset(uuid, 1, sizeof(uuid));
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), 1);
+	memset(uuid, 3, sizeof(uuid));
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), 3);
+	/* Past the lineage's end: what the reader did not read. */
+	memset(uuid, 4, sizeof(uuid));
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+	l.n = 2;
+	memset(uuid, 3, sizeof(uuid));
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+	/* Received from the subvolume a parent is: that hop. */
+	memset(uuid, 9, sizeof(uuid));
+	memset(received, 2, sizeof(received));
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), 2);
+	/* Not received: an empty UUID matches no parent, not even an empty one. */
+	memset(received, 0, sizeof(received));
+	memset(l.parent[0], 0, BTRFS_UUID_SIZE);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+	/* No parents: a subvolume that is no snapshot. */
+	tc_lineage_fill(&l, 0);
+	memset(uuid, 1, sizeof(uuid));
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+}
+
 static struct kunit_case tc_btrfs_cases[] = {
 	KUNIT_CASE(tc_ref_note_picks_the_templates_own_reference),
 	KUNIT_CASE(tc_ref_note_is_bounded),
@@ -149,6 +194,7 @@ static struct kunit_case tc_btrfs_cases[] = {
 	KUNIT_CASE(tc_same_bytes_merged_maps),
 	KUNIT_CASE(tc_same_bytes_proves_nothing_from_holes),
 	KUNIT_CASE(tc_same_bytes_compressed_extents),
+	KUNIT_CASE(tc_lineage_hops_counts_snapshots_back),
 	{}
 };
 
