@@ -423,10 +423,9 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 /* What a reader found under tc_groups_lock, for tc_file_bind() to use after. */
 struct tc_bind {
 	struct tc_file *tf;		/* bound already */
-	struct tc_group *g;		/* with a reference, if m is set */
-	struct tc_member *m;		/* valid while tc_groups_seq is seq */
+	struct tc_group *g;		/* tc_binders_get(), if m is set */
+	struct tc_member *m;		/* compared only, once the lock is let go */
 	struct tc_member_view mv;
-	unsigned long seq;
 	bool template;			/* in no group: a template's subvolume */
 };
 
@@ -470,14 +469,13 @@ static int tc_bind_find(struct file *file, struct address_space *mapping,
 		}
 	}
 	b->g = g;
-	kobject_get(&g->kobj);
+	tc_binders_get(g, b->m);
 	b->mv.dev = b->m->dev;
 	b->mv.automatic = b->m->automatic;
 	if (!b->m->automatic) {
 		b->mv.root = b->m->root;
 		path_get(&b->mv.root);
 	}
-	b->seq = tc_groups_seq;
 unlock:
 	tc_reader_hold_end();
 	mutex_unlock(&tc_groups_lock);
@@ -485,16 +483,16 @@ unlock:
 }
 
 /*
- * Enter @tf, bound to template file @tp, as @b's file: if its member is
- * still there (tc_groups_seq unchanged: no member or group left since
- * tc_bind_find()) and no other reader bound the file meanwhile. Consumes
- * @tf; returns the file's binding, or NULL.
+ * Enter @tf, @file's binding, as @b's: if the file's member is still the
+ * one tc_bind_find() found, in a group still listed (a member or group
+ * that left meanwhile is not found), and no other reader bound the file
+ * meanwhile. Consumes @tf; returns the file's binding, or NULL.
  */
 static struct tc_file *tc_bind_enter(struct tc_bind *b, struct tc_file *tf,
-				     struct address_space *mapping,
-				     bool by_extents)
+				     struct file *file, bool by_extents)
 {
-	struct tc_group *g = b->g;
+	struct address_space *mapping = tf->mapping;
+	struct tc_group *g = b->g, *now;
 	struct tc_member *m = b->m;
 	struct tc_file *old;
 	int err;
@@ -502,7 +500,7 @@ static struct tc_file *tc_bind_enter(struct tc_bind *b, struct tc_file *tf,
 	mutex_lock(&tc_groups_lock);
 	tc_reader_hold_begin();
 	old = tc_file_get(mapping);
-	if (old || b->seq != tc_groups_seq)
+	if (old || tc_find_member(&file->f_path, &now) != m || now != g)
 		goto unlock;
 	tf->group = g;
 	tf->member = m;
@@ -616,11 +614,11 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 	tf->nr_pages = DIV_ROUND_UP(i_size_read(tf->tinode), PAGE_SIZE);
 	tf->id = tc_file_new_id();
 	refcount_set(&tf->ref, 2);	/* the binding's and ours */
-	tf = tc_bind_enter(&b, tf, mapping, by_extents);
+	tf = tc_bind_enter(&b, tf, file, by_extents);
 out:
 	if (!b.mv.automatic)
 		path_put(&b.mv.root);
-	kobject_put(&b.g->kobj);
+	tc_binders_put(b.g, b.mv.automatic ? NULL : b.m);
 	return tf;
 }
 

@@ -51,7 +51,6 @@ static const char * const tc_stat_names[TC_NR_STATS] = {
 
 /* Groups, their members and the groups/ files. */
 DEFINE_MUTEX(tc_groups_lock);
-unsigned long tc_groups_seq;
 static LIST_HEAD(tc_groups);
 static struct kobject *groups_kobj;
 
@@ -118,8 +117,7 @@ static void tc_prune_auto(struct tc_group *g)
 			continue;
 		tc_unbind_files(g, m);
 		list_del(&m->list);
-		tc_groups_seq++;
-		kfree(m);
+			kfree(m);
 	}
 }
 
@@ -140,6 +138,34 @@ static void tc_prune_auto_all(struct work_struct *work)
 }
 
 static DECLARE_WORK(tc_prune_work, tc_prune_auto_all);
+
+/*
+ * A reader that found member @m of @g under tc_groups_lock binds a file
+ * after letting the lock go (tc_file_bind()), holding the template's path
+ * and, for a member an admin added, the member's. groups/delete waits for
+ * the group's such readers, groups/remove for the member's, before they
+ * return: an umount may follow them. Neither can be found once unlisted,
+ * so the waits end; each binding is lookups and allocations, no data
+ * read. An automatic member holds no path, and is not waited for.
+ */
+void tc_binders_get(struct tc_group *g, struct tc_member *m)
+{
+	lockdep_assert_held(&tc_groups_lock);
+	kobject_get(&g->kobj);
+	atomic_inc(&g->binders);
+	if (!m->automatic)
+		atomic_inc(&m->binders);
+}
+
+/* After tc_binders_get(), without tc_groups_lock; @m as it was found. */
+void tc_binders_put(struct tc_group *g, struct tc_member *m)
+{
+	if (m && atomic_dec_and_test(&m->binders))
+		wake_up_var(&m->binders);
+	if (atomic_dec_and_test(&g->binders))
+		wake_up_var(&g->binders);
+	kobject_put(&g->kobj);
+}
 
 /*
  * Could @inode's subvolume join a group by lineage: is there a group with
@@ -573,7 +599,6 @@ static void tc_member_adopt(struct tc_member *m, struct tc_member *am)
 	list_splice_init(&am->files, &m->files);
 	list_replace(&am->list, &m->list);
 	spin_unlock(&tc_files_lock);
-	tc_groups_seq++;
 	kfree(am);
 }
 
@@ -698,7 +723,6 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 	}
 	tc_unbind_files(g, found);
 	list_del(&found->list);
-	tc_groups_seq++;
 	/* Its files that were refused may belong to no group now. */
 	tc_reclassify(p.dentry->d_sb);
 unlock:
@@ -706,6 +730,7 @@ unlock:
 	path_put(&p);
 	kfree(dir);
 	if (found) {
+		wait_var_event(&found->binders, !atomic_read(&found->binders));
 		if (!found->automatic)
 			path_put(&found->root);
 		kfree(found);
@@ -733,7 +758,6 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return -ENOENT;
 	}
 	list_del(&g->list);
-	tc_groups_seq++;
 	tc_unbind_files(g, NULL);
 	/* Files it refused belong to no group now: a scope may take them. */
 	tc_reclassify(g->template.dentry->d_sb);
@@ -742,6 +766,7 @@ static ssize_t delete_store(struct kobject *kobj, struct kobj_attribute *attr,
 	tc_btrfs_release_readonly(d_inode(g->template.dentry));
 	g->ro_held = false;
 	mutex_unlock(&tc_groups_lock);
+	wait_var_event(&g->binders, !atomic_read(&g->binders));
 	kobject_del(&g->kobj);
 	kobject_put(&g->kobj);
 	/* Let the template's inodes go before we return: umount may follow. */

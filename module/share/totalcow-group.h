@@ -56,6 +56,8 @@ struct tc_member {
 	bool automatic;
 	struct super_block *sb;	/* automatic: the template's */
 	u64 subvol;		/* automatic: its subvolume id */
+	/* Not automatic: readers binding with its root held (tc_file_bind()). */
+	atomic_t binders;
 };
 
 struct tc_group {
@@ -74,16 +76,12 @@ struct tc_group {
 	struct list_head files;		/* tc_file, under tc_files_lock */
 	atomic_long_t stats[TC_NR_STATS];
 	atomic_long_t policy_bytes;	/* of its files' signature chunks */
+	/* Readers binding a file of it outside tc_groups_lock (tc_file_bind()). */
+	atomic_t binders;
 };
 
 /* Groups, their members, and the groups/ files. */
 extern struct mutex tc_groups_lock;
-/*
- * Changed, under tc_groups_lock, whenever a member or a group leaves the
- * lists: what a reader found under the lock is still there if this is
- * what it was when the reader let go of the lock.
- */
-extern unsigned long tc_groups_seq;
 
 static inline void tc_count(struct tc_group *g, enum tc_stat s, long n)
 {
@@ -92,6 +90,8 @@ static inline void tc_count(struct tc_group *g, enum tc_stat s, long n)
 
 u32 tc_path_dev(const struct path *path);
 struct tc_member *tc_find_member(const struct path *path, struct tc_group **gp);
+void tc_binders_get(struct tc_group *g, struct tc_member *m);
+void tc_binders_put(struct tc_group *g, struct tc_member *m);
 bool tc_auto_possible(struct inode *inode);
 struct tc_member *tc_auto_join(struct file *file, const struct tc_lineage *l,
 			       struct tc_member **spare, struct tc_group **gp);

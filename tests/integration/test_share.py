@@ -239,7 +239,8 @@ def test_member_removal_and_group_delete_walk_in_bounded_batches(lane):
     r = run_vm("tests/guest/share-walks.sh", "131072", "16", "1", **LANES[lane], disks=("2G",))
     assert r.status == 0, r.explain()
     assert "walks: bounded, no splat" in r.console, r.explain()
-    assert "walks: detectors armed" in r.console, r.explain()
+    if lane != "preempt":  # the base kernel has neither detector
+        assert "walks: detectors armed" in r.console, r.explain()
 
 
 @KERNELS
