@@ -307,8 +307,8 @@ struct tc_member_view {
 
 /*
  * Find the template file of @file, a member file, into @tp (a reference
- * held) and deny writes to it. Returns 0, -ENOMEM if it may work later,
- * or another error if the file cannot be shared.
+ * held) and deny writes to it. Returns 0, -ENOMEM or -EBUSY if it may work
+ * later, or another error if the file cannot be shared.
  *
  * First the template file at the same path: the lookup runs with the
  * credentials of the group's creator, the way overlayfs looks up its
@@ -380,10 +380,11 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 		}
 	}
 	found = tc_btrfs_extent_template(inode, d_inode(g->template.dentry), t);
-	if (found == ERR_PTR(-ENOMEM)) {
+	if (found == ERR_PTR(-ENOMEM) || (found == ERR_PTR(-EAGAIN) && !t)) {
+		/* No memory, or its extents being changed: not refused. */
 		if (t)
 			path_put(tp);
-		return -ENOMEM;
+		return found == ERR_PTR(-ENOMEM) ? -ENOMEM : -EBUSY;
 	}
 	if (!IS_ERR(found) && found != t) {
 		if (t)
@@ -424,7 +425,11 @@ static int tc_template_of(struct file *file, struct tc_group *g,
 struct tc_bind {
 	struct tc_file *tf;		/* bound already */
 	struct tc_group *g;		/* tc_binders_get(), if m is set */
-	struct tc_member *m;		/* compared only, once the lock is let go */
+	/*
+	 * Once the lock is let go: compared, and its binders count put if
+	 * an admin added it (such a member is freed after they are gone).
+	 */
+	struct tc_member *m;
 	struct tc_member_view mv;
 	bool template;			/* in no group: a template's subvolume */
 };

@@ -677,7 +677,8 @@ static struct inode *tc_try_template(struct inode *member,
  * proven from both files' extents or compared before it is shared.
  *
  * Return: a reference to the template inode found, or ERR_PTR(-ENOENT) if
- * there is none, or ERR_PTR(-ENOMEM).
+ * there is none, ERR_PTR(-EAGAIN) if @member's extents are being changed,
+ * or ERR_PTR(-ENOMEM).
  */
 struct inode *tc_btrfs_extent_template(struct inode *member,
 				       struct inode *tdir,
@@ -700,9 +701,10 @@ struct inode *tc_btrfs_extent_template(struct inode *member,
 		u64 next;
 		int err;
 
+		/* Being written or cloned (-EAGAIN): asked again later. */
 		em = tc_get_extent_locked(BTRFS_I(member), pos, size - pos);
 		if (IS_ERR(em))
-			return PTR_ERR(em) == -ENOMEM ? ERR_CAST(em) : found;
+			return ERR_CAST(em);
 		next = btrfs_extent_map_end(em);
 		if (em->disk_bytenr == EXTENT_MAP_INLINE || next <= pos) {
 			btrfs_free_extent_map(em);

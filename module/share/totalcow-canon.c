@@ -962,7 +962,8 @@ static struct tc_canon_fs *tc_canon_fs_new(struct btrfs_fs_info *fs_info)
 	cfs->fs_info = fs_info;
 	atomic64_set(&cfs->gen, 0);
 	INIT_LIST_HEAD(&cfs->scopes);
-	xa_init(&cfs->subvols);
+	/* Nodes charged to whoever stores: a reader that follows, an admin. */
+	xa_init_flags(&cfs->subvols, XA_FLAGS_ACCOUNT);
 	btrfs_canon_enable();
 	page_alias_enable();
 	rcu_assign_pointer(fs_info->canon, cfs);
@@ -1217,6 +1218,16 @@ static struct tc_canon_scope *tc_canon_follow_pick(struct xarray *subvols,
 	return NULL;
 }
 
+/*
+ * xas_nomem() reads the flags of its state's array. While tc_canon_mutex
+ * is not held, tc_canon_follow()'s state points here, at an array that
+ * cannot go away: the node it allocates belongs to no array until a
+ * store takes it. A store needs a node per level it adds; subvolume ids
+ * are small, and a few rounds cover any that is not.
+ */
+static DEFINE_XARRAY(tc_canon_follow_nomem);
+#define TC_CANON_FOLLOW_ROUNDS 4
+
 /**
  * tc_canon_follow - put a snapshot in the scope of the subvolume it was made from
  * @inode: a file whose subvolume is in no scope, at a read of it
@@ -1230,26 +1241,25 @@ static struct tc_canon_scope *tc_canon_follow_pick(struct xarray *subvols,
  * admin took out stays out, and so do snapshots made from it. A subvolume
  * found to follow nothing is not looked up again until the next enable or
  * disable. The lookup (a UUID tree search per hop) runs without locks;
- * its entry is charged to the reader, and made without reclaim under
- * tc_canon_mutex (totalcow-reader-hold.h): a reader at its memory
- * cgroup's limit does not follow now, and asks again at its next miss.
+ * its entry is charged to the reader, whose reclaim runs without
+ * tc_canon_mutex (totalcow-reader-hold.h).
  *
  * Return: 1 if @inode's subvolume is in a scope now, 0 if not, -ENOMEM
  * if it may be later.
  */
 int tc_canon_follow(struct inode *inode)
 {
-	const gfp_t gfp = GFP_NOWAIT | __GFP_ACCOUNT | __GFP_NOWARN;
+	XA_STATE(xas, &tc_canon_follow_nomem, 0);
 	u64 ids[TC_CANON_FOLLOW_HOPS], subvol;
+	int n, in = 0, rounds = 0;
 	struct tc_canon_scope *s;
 	struct tc_canon_fs *cfs;
 	unsigned long gen = 0;
 	void *e = NULL;
-	int n, in = 0;
 
 	if (!static_branch_unlikely(&btrfs_canon_key) ||
 	    inode->i_sb->s_magic != BTRFS_SUPER_MAGIC)
-		return false;
+		return 0;
 	subvol = btrfs_root_id(BTRFS_I(inode)->root);
 	rcu_read_lock();
 	cfs = rcu_dereference(btrfs_sb(inode->i_sb)->canon);
@@ -1265,6 +1275,7 @@ int tc_canon_follow(struct inode *inode)
 	n = tc_btrfs_ancestors(inode, ids, ARRAY_SIZE(ids));
 	if (n < 0)
 		return n;
+again:
 	mutex_lock(&tc_canon_mutex);
 	tc_reader_hold_begin();
 	cfs = tc_canon_fs_of(btrfs_sb(inode->i_sb));
@@ -1278,19 +1289,33 @@ int tc_canon_follow(struct inode *inode)
 	if (e == TC_CANON_OUT)
 		goto out;
 	s = tc_canon_follow_pick(&cfs->subvols, ids, n);
-	if (s) {
-		in = xa_err(xa_store(&cfs->subvols, subvol, s, gfp)) ?: 1;
-		if (in > 0) {
-			xa_set_mark(&cfs->subvols, subvol, TC_CANON_FOLLOWED);
-			s->nr_subvols++;
-		}
-	} else if (cfs->follow_gen == gen) {
-		/* Without memory it is only looked up again. */
-		xa_store(&cfs->subvols, subvol, tc_canon_none_at(gen), gfp);
+	if (!s && cfs->follow_gen != gen)
+		goto out;
+	/* Nodes from xas.xa_alloc, else GFP_NOWAIT (no reclaim here). */
+	xas.xa = &cfs->subvols;
+	xas_set(&xas, subvol);
+	xas_lock(&xas);
+	xas_store(&xas, s ?: tc_canon_none_at(gen));
+	if (s && !xas_error(&xas))
+		xas_set_mark(&xas, TC_CANON_FOLLOWED);
+	xas_unlock(&xas);
+	if (s && !xas_error(&xas)) {
+		s->nr_subvols++;
+		in = 1;
 	}
+	xas.xa = &tc_canon_follow_nomem;
 out:
 	tc_reader_hold_end();
 	mutex_unlock(&tc_canon_mutex);
+	/*
+	 * The store needed a node: made here, without the mutex, charged to
+	 * the reader with reclaim as any of its allocations; then again.
+	 */
+	if (rounds++ < TC_CANON_FOLLOW_ROUNDS &&
+	    xas_nomem(&xas, GFP_KERNEL_ACCOUNT))
+		goto again;
+	in = xas_error(&xas) ?: in;
+	xas_destroy(&xas);
 	return in;
 }
 

@@ -117,7 +117,7 @@ static void tc_prune_auto(struct tc_group *g)
 			continue;
 		tc_unbind_files(g, m);
 		list_del(&m->list);
-			kfree(m);
+		kfree(m);
 	}
 }
 
@@ -145,26 +145,32 @@ static DECLARE_WORK(tc_prune_work, tc_prune_auto_all);
  * and, for a member an admin added, the member's. groups/delete waits for
  * the group's such readers, groups/remove for the member's, before they
  * return: an umount may follow them. Neither can be found once unlisted,
- * so the waits end; each binding is lookups and allocations, no data
- * read. An automatic member holds no path, and is not waited for.
+ * so no new one comes; each binding is lookups and allocations, no data
+ * read (at the rate of the reader's CPU and memory cgroups: the same work
+ * the write waited for when readers did it under tc_groups_lock). An
+ * automatic member holds no path, and is not waited for. The count keeps
+ * @g and @m: delete puts the group's reference, remove frees the member,
+ * only after their wait.
  */
 void tc_binders_get(struct tc_group *g, struct tc_member *m)
 {
 	lockdep_assert_held(&tc_groups_lock);
-	kobject_get(&g->kobj);
 	atomic_inc(&g->binders);
 	if (!m->automatic)
 		atomic_inc(&m->binders);
 }
 
-/* After tc_binders_get(), without tc_groups_lock; @m as it was found. */
+/*
+ * After tc_binders_get(), without tc_groups_lock, with the paths put; @m
+ * as it was found. A waker touches no memory of @g or @m after its
+ * decrement: wake_up_var() only hashes the address.
+ */
 void tc_binders_put(struct tc_group *g, struct tc_member *m)
 {
 	if (m && atomic_dec_and_test(&m->binders))
 		wake_up_var(&m->binders);
 	if (atomic_dec_and_test(&g->binders))
 		wake_up_var(&g->binders);
-	kobject_put(&g->kobj);
 }
 
 /*

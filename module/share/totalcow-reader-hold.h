@@ -14,7 +14,9 @@
  * fs_reclaim once, so an allocation that may reclaim with __GFP_FS inside
  * a hold, or a wait inside one for a lock that is held across such an
  * allocation elsewhere, is reported as a lock inversion (and fails a test
- * on a debug kernel). GFP_NOFS allocations are not seen by it.
+ * on a debug kernel). It sees neither GFP_NOFS allocations nor the wait
+ * for the mutex itself: an admin's write that allocates while holding
+ * one of these mutexes is not held to the rule.
  */
 #ifndef TOTALCOW_READER_HOLD_H
 #define TOTALCOW_READER_HOLD_H
