@@ -308,12 +308,16 @@ torture-kcsan: $(KERNEL_X86_KCSAN)
 # CPUs of the x86-64 debug kernel (KASAN, lockdep); OPS operations, SEED
 # its seed: a run of a million takes about 4.5 hours under TCG here, so it
 # may be made of runs of other seeds (bench/results/torture-x86-extents-*).
+# TORTURE_MINUTES, if set, is a time budget: the workers stop there if they
+# have not done OPS, and the record counts what they did.
 TORTURE_OPS ?= 250000
 TORTURE_SEED ?= 1
+TORTURE_MINUTES ?= 0
 torture-x86-extents: $(KERNEL_X86_DEBUG)
 	@tests/vm/install-deps
 	$(PYTHON) bench/torture-x86 --mode extents --flavour debug --ops $(TORTURE_OPS) \
-		--seed $(TORTURE_SEED) --name torture-x86-extents-seed$(TORTURE_SEED)
+		--seed $(TORTURE_SEED) --minutes $(TORTURE_MINUTES) \
+		--name torture-x86-extents-seed$(TORTURE_SEED)
 
 # The design brief's section 7 goals against what the targets above left
 # in bench/results/ (bench/results/goals.md).

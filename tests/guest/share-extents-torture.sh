@@ -6,10 +6,12 @@
 # reads, writes, mmap reads and writes, truncates, punches, O_DIRECT
 # writes, reflinks, dedupes, evictions and drop_caches on both sides of
 # their shared extents, checked against a model of each file.
-# Arguments: OPS SEED [MEMBERS [WORKERS]] (default 6 members, 1 worker;
+# Arguments: OPS SEED [MEMBERS [WORKERS [SECONDS]]] (default 6 members,
+# 1 worker, no time budget: with SECONDS the workers stop there if they
+# have not done OPS, and the closing line counts what they did;
 # WORKERS processes, each on its own CPU, share the files out).
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
-ops=${1:-100000}; seed=${2:-1}; members=${3:-6}; workers=${4:-1}
+ops=${1:-100000}; seed=${2:-1}; members=${3:-6}; workers=${4:-1}; seconds=${5:-0}
 x=/sys/kernel/mm/totalcow/extents
 mnt=/mnt/btrfs
 btrfs_mount /dev/$DISK0 $mnt
@@ -24,7 +26,7 @@ sync
 "$TOTALCOW_TOP/tools/totalcowctl" extents enable --scope torture $mnt/template \
 	$(for i in $(seq 1 $members); do echo $mnt/m$i; done) || die "extents enable"
 drop_caches
-python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt "$members" "$ops" "$seed" "$workers" \
+TORTURE_SECONDS=$seconds python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt "$members" "$ops" "$seed" "$workers" \
 	extents || die "mismatches: $(cat $x/scopes)"
 cat $x/scopes
 [ "$(scope_field torture resolved)" -gt 0 ] || die "nothing was ever shared: the torture tested nothing"

@@ -56,9 +56,12 @@ libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_l
 PROGRESS = 10000     # a progress line every so many operations of a worker
 
 
-def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=False):
-    """OPS random operations on the files of MEMBERS (member numbers);
-    returns (operations done, mismatches, counts per kind). Prints NAME's
+def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=False,
+            deadline=None):
+    """OPS random operations on the files of MEMBERS (member numbers), or
+    fewer if time.monotonic() passes DEADLINE first (then the final checks
+    run as after the last operation); returns (operations done,
+    mismatches, counts per kind, seconds per kind). Prints NAME's
     progress every PROGRESS operations (a long run stopped early still
     says how far it got). With EXTENTS (shared extents, no group: the
     template is a writable subvolume and the members its writable
@@ -93,8 +96,11 @@ def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=F
             print(f"MISMATCH after {what}: {p} offset {off + bad} "
                   f"(read {len(got)} of {n} bytes)", flush=True)
 
-    op = -1
+    done = 0
     for op in range(ops):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        done = op + 1
         if op and op % PROGRESS == 0:
             print(f"{name}: {op} operations, {mismatches} mismatches so far", flush=True)
         p = rnd.choice(paths)
@@ -243,7 +249,7 @@ def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=F
             if f.read() != bytes(model[p]):
                 mismatches += 1
                 print(f"MISMATCH {p} after drop_caches", flush=True)
-    return op + 1, mismatches, counts, seconds
+    return done, mismatches, counts, seconds
 
 
 def main():
@@ -252,9 +258,14 @@ def main():
     extents = len(sys.argv) > 6 and sys.argv[6] == "extents"
     if workers < 1 or (workers > 1 and members < 2 * workers):
         sys.exit(f"share-torture: {workers} workers need 2 members each ({members} given)")
+    # TORTURE_SECONDS: a time budget; the workers stop at it even if
+    # they have not done OPS, and the closing line says how many they did.
+    budget = float(os.environ.get("TORTURE_SECONDS") or 0)
+    deadline = time.monotonic() + budget if budget > 0 else None
     if workers == 1:
         done, mismatches, counts, seconds = torture(mnt, range(1, members + 1), ops, seed,
-                                                    extents=extents, own_source=extents)
+                                                    extents=extents, own_source=extents,
+                                                    deadline=deadline)
     else:
         kids = []
         for w in range(workers):
@@ -269,7 +280,7 @@ def main():
                     res = torture(mnt, range(w + 1, members + 1, workers),
                                   ops // workers + (w < ops % workers), seed + w,
                                   f"torture worker {w}", extents=extents,
-                                  own_source=extents and w == 0)
+                                  own_source=extents and w == 0, deadline=deadline)
                     os.write(wr, json.dumps(res).encode())
                     status = 0
                 except BaseException:  # noqa: BLE001 - report, never return
@@ -299,6 +310,8 @@ def main():
     # Seconds per kind, summed over the workers (so more than the run's).
     print("seconds:", " ".join(f"{k}={v:.0f}" for k, v in
                                sorted(seconds.items(), key=lambda kv: -kv[1])))
+    if deadline is not None and done < ops:
+        print(f"torture: stopped at its time budget of {budget:.0f} s", flush=True)
     print(f"torture: {done} operations, {mismatches} mismatches", flush=True)
     return 1 if mismatches else 0
 

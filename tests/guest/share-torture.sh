@@ -3,11 +3,13 @@
 # members of one group take random reads, writes, mmap, truncate, punch,
 # fsync and drop_caches, checked against a model; each member has its
 # file and a reflink copy of it under another name.
-# Arguments: OPS SEED [MEMBERS [WORKERS]] (default 6 members, 1 worker;
+# Arguments: OPS SEED [MEMBERS [WORKERS [SECONDS]]] (default 6 members,
+# 1 worker, no time budget: with SECONDS the workers stop there if they
+# have not done OPS, and the closing line counts what they did;
 # WORKERS processes, each on its own CPU, share the members out).
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 ctl() { "$TOTALCOW_TOP/tools/totalcowctl" "$@"; }
-ops=${1:-100000}; seed=${2:-1}; members=${3:-6}; workers=${4:-1}
+ops=${1:-100000}; seed=${2:-1}; members=${3:-6}; workers=${4:-1}; seconds=${5:-0}
 mnt=/mnt/btrfs
 tc_btrfs tc /dev/$DISK0 $mnt cache_size 64
 btrfs -q subvolume create $mnt/template
@@ -24,7 +26,7 @@ ctl template add base $mnt/template -q
 ctl group create torture $mnt/template
 ctl group add torture $(for i in $(seq 1 $members); do echo $mnt/m$i; done)
 drop_caches
-python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt "$members" "$ops" "$seed" "$workers" ||
+TORTURE_SECONDS=$seconds python3 "$TOTALCOW_TOP/tests/guest/share-torture.py" $mnt "$members" "$ops" "$seed" "$workers" ||
 	die "mismatches: $(cat /sys/kernel/mm/totalcow/groups/torture/stats | tr '\n' ' ')"
 cat /sys/kernel/mm/totalcow/groups/torture/stats
 shared=$(awk '$1 == "aliases_resolved" { print $2 }' /sys/kernel/mm/totalcow/groups/torture/stats)
