@@ -557,9 +557,9 @@ unlock:
 struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 {
 	unsigned long gen = tc_classify_begin();
+	struct tc_lineage l, *lineage = NULL;
 	struct tc_member *spare = NULL;
 	struct tc_bind b = { };
-	struct tc_lineage l;
 	struct tc_file *tf;
 	bool by_extents;
 	struct path tp;
@@ -570,6 +570,7 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 		/* Before the lock: tree searches, an allocation. */
 		if (tc_btrfs_lineage(file_inode(file), &l))
 			return NULL;
+		lineage = &l;
 		spare = kzalloc(sizeof(*spare), GFP_KERNEL_ACCOUNT);
 		if (!spare)
 			return NULL;
@@ -586,7 +587,7 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 		 * unless it is a group's template; any other file is never
 		 * asked about again, unless memory ran out.
 		 */
-		if (b.template || !tc_canon_follow(file_inode(file)))
+		if (b.template || !tc_canon_follow(file_inode(file), lineage))
 			tc_classify_none(mapping, gen);
 		return NULL;
 	}

@@ -235,43 +235,45 @@ static struct btrfs_root *tc_uuid_root(struct btrfs_fs_info *fs_info,
 }
 
 /**
- * tc_btrfs_lineage - the parent UUIDs of @inode's subvolume and its sources
+ * tc_btrfs_lineage - the subvolumes @inode's subvolume was snapshotted from
  * @inode: any inode of the subvolume to look at
  * @l: set to them, nearest first: the UUID of the subvolume it is a
- *	snapshot of, then that one's parent UUID, and so on
+ *	snapshot of, then that one's parent UUID, and so on; and the id of
+ *	each of them that still exists
  *
- * Each hop is a lookup in the UUID tree and in the subvolume roots, so
- * this runs before any lock that other readers wait for is taken; a chain
+ * Follows parent UUIDs, which only snapshot creation sets (a received
+ * UUID plays no part): a lookup in the UUID tree and in the subvolume
+ * roots per hop, TC_LINEAGE_HOPS hops at most whatever the chain. A chain
  * that leaves the file system's subvolumes (a deleted intermediate, a
- * parent on another file system) ends there, TC_LINEAGE_HOPS hops at most.
+ * parent on another file system) ends there: its last parent UUID is
+ * kept, with no id. The lookups run before any lock that other readers
+ * wait for is taken (totalcow-reader-hold.h).
  *
- * Return: 0 with @l->n set, or -ENOMEM.
+ * Return: 0 with @l set, or -ENOMEM.
  */
 int tc_btrfs_lineage(struct inode *inode, struct tc_lineage *l)
 {
 	struct btrfs_fs_info *fs_info = inode_to_fs_info(inode);
 	struct btrfs_root *root = btrfs_grab_root(BTRFS_I(inode)->root);
-	u64 id;
 
-	for (l->n = 0; l->n < TC_LINEAGE_HOPS; l->n++) {
+	l->n = 0;
+	l->ids = 0;
+	while (l->n < TC_LINEAGE_HOPS) {
 		u8 *parent = l->parent[l->n];
 
 		tc_parent_uuid(fs_info, root, parent);
 		root = NULL;
 		if (btrfs_is_empty_uuid(parent))
 			break;
-		if (l->n + 1 == TC_LINEAGE_HOPS) {
-			l->n++;
-			break;
-		}
-		root = tc_uuid_root(fs_info, parent, &id);
+		l->n++;
+		root = tc_uuid_root(fs_info, parent, &l->id[l->ids]);
 		if (IS_ERR(root)) {
 			if (PTR_ERR(root) == -ENOMEM)
 				return -ENOMEM;
-			l->n++;
 			root = NULL;
 			break;
 		}
+		l->ids++;
 	}
 	btrfs_put_root(root);
 	return 0;
@@ -287,40 +289,6 @@ void tc_btrfs_subvol_uuids(struct inode *tmpl, u8 *uuid, u8 *received)
 	memcpy(uuid, t->root_item.uuid, BTRFS_UUID_SIZE);
 	memcpy(received, t->root_item.received_uuid, BTRFS_UUID_SIZE);
 	up_read(&fs_info->subvol_sem);
-}
-
-/**
- * tc_btrfs_ancestors - the subvolumes @inode's subvolume was snapshotted from
- * @inode: any inode of the subvolume
- * @ids: set to their ids, nearest first: the subvolume it is a snapshot
- *	of, the one that one is a snapshot of, and so on
- * @max: the room in @ids
- *
- * Follows parent UUIDs, which only snapshot creation sets (a received
- * UUID plays no part): a lookup in the UUID tree and in the subvolume
- * roots per hop, @max hops at most whatever the chain. A chain that
- * leaves the file system's subvolumes (a deleted intermediate, a parent
- * on another file system) ends there.
- *
- * Return: the number of ids set, or -ENOMEM.
- */
-int tc_btrfs_ancestors(struct inode *inode, u64 *ids, int max)
-{
-	struct btrfs_fs_info *fs_info = inode_to_fs_info(inode);
-	struct btrfs_root *root = btrfs_grab_root(BTRFS_I(inode)->root);
-	u8 parent[BTRFS_UUID_SIZE];
-	int n;
-
-	for (n = 0; n < max; n++) {
-		tc_parent_uuid(fs_info, root, parent);
-		if (btrfs_is_empty_uuid(parent))
-			return n;
-		root = tc_uuid_root(fs_info, parent, &ids[n]);
-		if (IS_ERR(root))
-			return PTR_ERR(root) == -ENOMEM ? -ENOMEM : n;
-	}
-	btrfs_put_root(root);
-	return n;
 }
 
 /* Does subvolume @id of @sb's file system still exist (not deleted)? */

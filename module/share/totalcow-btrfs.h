@@ -9,33 +9,43 @@
 #define TOTALCOW_BTRFS_H
 
 #include <linux/fs.h>
+#include <linux/minmax.h>
 #include <linux/string.h>
 #include <linux/types.h>
 #include <uapi/linux/btrfs.h>
 
-/* How many snapshots back tc_btrfs_lineage() looks. */
-#define TC_LINEAGE_HOPS 4
+/*
+ * How many snapshots back tc_btrfs_lineage() looks: as far as its
+ * farthest user (a sharing scope's snapshots, TC_CANON_FOLLOW_HOPS).
+ */
+#define TC_LINEAGE_HOPS 8
 
-/* A subvolume's parent UUIDs, nearest first (tc_btrfs_lineage()). */
+/*
+ * A subvolume's sources, nearest first (tc_btrfs_lineage()): the parent
+ * UUID of each hop, and the id of each subvolume a parent UUID still
+ * names on the same file system.
+ */
 struct tc_lineage {
-	int n;
+	int n;		/* parent UUIDs in @parent */
+	int ids;	/* ids in @id: the first @ids of @parent, or all @n */
 	u8 parent[TC_LINEAGE_HOPS][BTRFS_UUID_SIZE];
+	u64 id[TC_LINEAGE_HOPS];
 };
 
 /*
  * How far back the subvolume of lineage @l descends from the subvolume
  * with @uuid and @received (tc_btrfs_subvol_uuids()): 1 if it is a
  * snapshot of it (or of the subvolume it was received from), 2 if a
- * snapshot of such a snapshot, and so on; -EXDEV if not within @l. No
- * lookup, no lock: for use under the locks readers share.
+ * snapshot of such a snapshot, and so on; -EXDEV if not within @max hops
+ * of @l. No lookup, no lock: for use under the locks readers share.
  */
 static inline int tc_lineage_hops(const struct tc_lineage *l, const u8 *uuid,
-				  const u8 *received)
+				  const u8 *received, int max)
 {
 	bool by_received = memchr_inv(received, 0, BTRFS_UUID_SIZE);
 	int i;
 
-	for (i = 0; i < l->n; i++) {
+	for (i = 0; i < min(l->n, max); i++) {
 		if (!memcmp(l->parent[i], uuid, BTRFS_UUID_SIZE) ||
 		    (by_received &&
 		     !memcmp(l->parent[i], received, BTRFS_UUID_SIZE)))
@@ -52,7 +62,6 @@ int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
 u64 tc_btrfs_subvol_id(struct inode *inode);
 int tc_btrfs_lineage(struct inode *inode, struct tc_lineage *l);
 void tc_btrfs_subvol_uuids(struct inode *tmpl, u8 *uuid, u8 *received);
-int tc_btrfs_ancestors(struct inode *inode, u64 *ids, int max);
 bool tc_btrfs_subvol_exists(struct super_block *sb, u64 id);
 char *tc_btrfs_subvol_name(struct super_block *sb, u64 id);
 unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,

@@ -94,8 +94,6 @@ struct tc_canon_fs {
 	unsigned long follow_gen;
 };
 
-/* How many snapshots back a subvolume's source is looked for in scopes. */
-#define TC_CANON_FOLLOW_HOPS	8
 #define TC_CANON_FOLLOWED	XA_MARK_1
 #define TC_CANON_OUT		xa_mk_value(0)
 /* A subvolume found to descend from no scope at @gen (never TC_CANON_OUT). */
@@ -1198,7 +1196,7 @@ bool tc_canon_in_scope(struct inode *inode)
 
 /*
  * The scope of the nearest of @ids (a subvolume's sources, nearest first:
- * tc_btrfs_ancestors()) that is in one, unless an admin took out one
+ * tc_btrfs_lineage()) that is in one, unless an admin took out one
  * nearer (TC_CANON_OUT); NULL if none. @subvols is a tc_canon_fs's,
  * tc_canon_mutex held.
  */
@@ -1231,9 +1229,11 @@ static DEFINE_XARRAY(tc_canon_follow_nomem);
 /**
  * tc_canon_follow - put a snapshot in the scope of the subvolume it was made from
  * @inode: a file whose subvolume is in no scope, at a read of it
+ * @l: its subvolume's lineage if the caller read it (tc_btrfs_lineage()),
+ *	or NULL: then it is read here, if it is needed
  *
  * A subvolume made by snapshot from one in a scope (enabled, or itself
- * following, at most TC_CANON_FOLLOW_HOPS snapshots back) joins that
+ * following, at most TC_LINEAGE_HOPS snapshots back) joins that
  * scope: a fleet's containers made from an enabled image share with it
  * without an admin step each. Only a subvolume's owner (or
  * CAP_SYS_ADMIN) may snapshot it, and the snapshot holds the source's
@@ -1247,12 +1247,13 @@ static DEFINE_XARRAY(tc_canon_follow_nomem);
  * Return: 1 if @inode's subvolume is in a scope now, 0 if not, -ENOMEM
  * if it may be later.
  */
-int tc_canon_follow(struct inode *inode)
+int tc_canon_follow(struct inode *inode, const struct tc_lineage *l)
 {
 	XA_STATE(xas, &tc_canon_follow_nomem, 0);
-	u64 ids[TC_CANON_FOLLOW_HOPS], subvol;
-	int n, in = 0, rounds = 0;
+	int err, in = 0, rounds = 0;
+	struct tc_lineage read;
 	struct tc_canon_scope *s;
+	u64 subvol;
 	struct tc_canon_fs *cfs;
 	unsigned long gen = 0;
 	void *e = NULL;
@@ -1272,9 +1273,12 @@ int tc_canon_follow(struct inode *inode)
 		return 0;
 	if (e && !xa_is_value(e))
 		return 1;
-	n = tc_btrfs_ancestors(inode, ids, ARRAY_SIZE(ids));
-	if (n < 0)
-		return n;
+	if (!l) {
+		err = tc_btrfs_lineage(inode, &read);
+		if (err)
+			return err;
+		l = &read;
+	}
 again:
 	mutex_lock(&tc_canon_mutex);
 	tc_reader_hold_begin();
@@ -1288,7 +1292,7 @@ again:
 	}
 	if (e == TC_CANON_OUT)
 		goto out;
-	s = tc_canon_follow_pick(&cfs->subvols, ids, n);
+	s = tc_canon_follow_pick(&cfs->subvols, l->id, l->ids);
 	if (!s && cfs->follow_gen != gen)
 		goto out;
 	/* Nodes from xas.xa_alloc, else GFP_NOWAIT (no reclaim here). */

@@ -16,6 +16,7 @@ struct extent_map;
 struct folio;
 struct folio_batch;
 struct tc_canon_scope;
+struct tc_lineage;
 
 /* Scopes: a name of at most this many bytes ([a-zA-Z0-9_.-]). */
 #define TC_CANON_SCOPE_NAME_MAX	32
@@ -26,7 +27,7 @@ int tc_canon_enable(struct inode *inode, const char *scope);
 int tc_canon_disable(struct inode *inode, const char *scope);
 
 bool tc_canon_in_scope(struct inode *inode);
-int tc_canon_follow(struct inode *inode);
+int tc_canon_follow(struct inode *inode, const struct tc_lineage *l);
 struct tc_canon_scope *tc_canon_hold(struct inode *inode);
 void tc_canon_release(struct tc_canon_scope *s);
 

@@ -39,7 +39,8 @@
 #include "totalcow-share.h"
 
 /* How many snapshots deep an automatic member may descend from the template. */
-#define TC_AUTO_HOPS TC_LINEAGE_HOPS
+#define TC_AUTO_HOPS 4
+static_assert(TC_AUTO_HOPS <= TC_LINEAGE_HOPS);
 
 static const char * const tc_stat_names[TC_NR_STATS] = {
 	"files_bound", "files_refused", "aliases_installed", "aliases_proven",
@@ -224,7 +225,8 @@ struct tc_member *tc_auto_join(struct file *file, const struct tc_lineage *l,
 		    tc_btrfs_subvol_id(inode) ==
 		    tc_btrfs_subvol_id(d_inode(g->template.dentry)))
 			continue;
-		hops = tc_lineage_hops(l, g->tuuid, g->treceived);
+		hops = tc_lineage_hops(l, g->tuuid, g->treceived,
+				       TC_AUTO_HOPS);
 		if (hops > 0 && hops < least) {
 			least = hops;
 			best = g;

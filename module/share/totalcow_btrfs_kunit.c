@@ -148,6 +148,7 @@ static void tc_lineage_fill(struct tc_lineage *l, int n)
 	int i;
 
 	l->n = n;
+	l->ids = 0;
 	for (i = 0; i < n; i++)
 		memset(l->parent[i], i + 1, BTRFS_UUID_SIZE);
 }
@@ -155,7 +156,9 @@ static void tc_lineage_fill(struct tc_lineage *l, int n)
 /*
  * tc_lineage_hops() compares under tc_groups_lock what the reader read
  * before it: the hop of the first parent that is the template's UUID or,
- * if the template was received, its received UUID; nothing past n.
+ * if the template was received, its received UUID; nothing past n, and
+ * nothing past the hops its caller looks (a group's TC_AUTO_HOPS in a
+ * lineage read as far as a scope's snapshots follow).
  */
 static void tc_lineage_hops_counts_snapshots_back(struct kunit *test)
 {
@@ -164,27 +167,33 @@ static void tc_lineage_hops_counts_snapshots_back(struct kunit *test)
 
 	tc_lineage_fill(&l, 3);
 	memset(uuid, 1, sizeof(uuid));
-	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), 1);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), 1);
 	memset(uuid, 3, sizeof(uuid));
-	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), 3);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), 3);
 	/* Past the lineage's end: what the reader did not read. */
 	memset(uuid, 4, sizeof(uuid));
-	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), -EXDEV);
 	l.n = 2;
 	memset(uuid, 3, sizeof(uuid));
-	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), -EXDEV);
 	/* Received from the subvolume a parent is: that hop. */
 	memset(uuid, 9, sizeof(uuid));
 	memset(received, 2, sizeof(received));
-	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), 2);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), 2);
 	/* Not received: an empty UUID matches no parent, not even an empty one. */
 	memset(received, 0, sizeof(received));
 	memset(l.parent[0], 0, BTRFS_UUID_SIZE);
-	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), -EXDEV);
+	/* Five back: found within 8 hops, not within 4. */
+	tc_lineage_fill(&l, TC_LINEAGE_HOPS);
+	memset(uuid, 5, sizeof(uuid));
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), -EXDEV);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received,
+					      TC_LINEAGE_HOPS), 5);
 	/* No parents: a subvolume that is no snapshot. */
 	tc_lineage_fill(&l, 0);
 	memset(uuid, 1, sizeof(uuid));
-	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received), -EXDEV);
+	KUNIT_EXPECT_EQ(test, tc_lineage_hops(&l, uuid, received, 4), -EXDEV);
 }
 
 static struct kunit_case tc_btrfs_cases[] = {
