@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from vmrun import BUILD, LANES, RUNNER, STOCK_CHECK, TOP, lanes, run_vm
+from vmrun import BUILD, LANES, RUNNER, STOCK_CHECK, TOP, X86_LANE_GROUP, lanes, run_vm
 
 
 def load_runner():
@@ -147,7 +147,7 @@ def qemu_guest_checks(r):
 
 
 @pytest.mark.x86
-@pytest.mark.xdist_group("x86-lane")
+@pytest.mark.xdist_group(X86_LANE_GROUP)
 def test_x86_lane_keeps_the_runners_contract():
     """The x86-64 lane (QEMU): the script's exit status, scratch disks as
     virtio-blk in the order and sizes asked for, named $DISK0/$DISK1, files
@@ -166,7 +166,7 @@ def test_x86_lane_keeps_the_runners_contract():
 
 
 @pytest.mark.stock
-@pytest.mark.xdist_group("x86-lane")
+@pytest.mark.xdist_group(X86_LANE_GROUP)
 def test_stock_lane_keeps_the_runners_contract():
     """The stock lane (Debian's 6.1 through its initramfs): the script's
     exit status, scratch disks in order as $DISK0/$DISK1, files the guest
@@ -208,7 +208,7 @@ def test_stock_lane_given_a_root_needs_exactly_one_installed_kernel(tmp_path):
 
 
 @pytest.mark.x86
-@pytest.mark.xdist_group("x86-lane")
+@pytest.mark.xdist_group(X86_LANE_GROUP)
 def test_x86_lane_timeout_kills_qemu():
     r = run_vm("tests/guest/sleep-forever.sh", disks=(), timeout=30, x86=True)
     assert r.status == 124, r.explain()
@@ -234,6 +234,8 @@ def fake_qemu_run(tmp, *boots):
     os.chmod(fake, 0o755)
     outdir = os.path.join(tmp, "out")
     env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_QEMU=tmp)
+    # Disks in the output directory, where the caller looks for them.
+    env.pop("TOTALCOW_DISK_DIR", None)
     p = subprocess.run([RUNNER, "--x86", "-q", "-k", fake, "-d", "1M", "-o", outdir,
                         "-t", "60", os.path.join(TOP, "tests/guest/exit-with.sh"), "0"],
                        env=env, capture_output=True, text=True, timeout=300)
