@@ -73,10 +73,11 @@ X86_TIMEOUT_SCALE = 2
 # Tests on the x86-64 lane: marked x86, and one pytest-xdist worker runs
 # them one after the other (--dist loadgroup), so that two QEMUs with 2
 # vCPUs each never share the 2 host cores a UML VM also needs.
-X86_MARKS = [pytest.mark.x86, pytest.mark.xdist_group("x86-lane")]
+X86_LANE_GROUP = "x86-lane"
+X86_MARKS = [pytest.mark.x86, pytest.mark.xdist_group(X86_LANE_GROUP)]
 # Tests on a stock kernel: marked stock, and in the same queue as the
 # x86-64 lane's: they are QEMU on 2 vCPUs too.
-STOCK_MARKS = [pytest.mark.stock, pytest.mark.xdist_group("x86-lane")]
+STOCK_MARKS = [pytest.mark.stock, pytest.mark.xdist_group(X86_LANE_GROUP)]
 
 
 class VMResult:

@@ -143,12 +143,15 @@ def test_figs5_8_scenario_counts(writes):
 def test_figs5_8_trace_cuts_fdatasync_at_the_first_bio():
     """--trace (the debug kernel has the block tracepoints too): every
     write gets its fdatasync cut in two parts that add up to it, and the
-    data bios the trace counted are exactly the bytes written."""
+    data bios the trace counted are exactly the bytes written. Cold writes
+    only (the scenario's default): the cut is the same code for a warm
+    template, and under the debug kernel each state costs about 90 s of
+    CI's CPU."""
     r = passed(run_vm("bench/scenarios/snapshot-write", "--sizes", "4", "--big-mib", "4",
-                      "--writes", "1,4", "--states", "cold,warm", "--configs", "btrfs,totalcow",
+                      "--writes", "1,4", "--states", "cold", "--configs", "btrfs,totalcow",
                       "--trace", *MODEL, disks=("1200M", "512M"), name="bench-write-trace"))
     recs = r.records()
-    assert len(recs) == 3 * 2 * 2     # (4, 2), (4, 1), (4, 4); 2 configs; 2 states
+    assert len(recs) == 3 * 2     # (4, 2), (4, 1), (4, 4); 2 configs; cold
     for rec in recs:
         assert rec["ok"] == 1, rec
         assert rec["data_bio_kib"] == rec["write_bytes"] // 1024, rec
