@@ -15,19 +15,21 @@
 #include <uapi/linux/btrfs.h>
 
 /*
- * How many snapshots back tc_btrfs_lineage() looks: as far as its
- * farthest user (a sharing scope's snapshots, TC_CANON_FOLLOW_HOPS).
+ * How many snapshots back tc_btrfs_lineage() looks: as far as a snapshot
+ * follows its source into a sharing scope (tc_canon_follow()); groups
+ * compare fewer (TC_AUTO_HOPS).
  */
 #define TC_LINEAGE_HOPS 8
 
 /*
  * A subvolume's sources, nearest first (tc_btrfs_lineage()): the parent
  * UUID of each hop, and the id of each subvolume a parent UUID still
- * names on the same file system.
+ * names on the same file system (all but the last, if the chain ends at
+ * one that names none).
  */
 struct tc_lineage {
 	int n;		/* parent UUIDs in @parent */
-	int ids;	/* ids in @id: the first @ids of @parent, or all @n */
+	int ids;	/* of them, the first @ids have their id in @id */
 	u8 parent[TC_LINEAGE_HOPS][BTRFS_UUID_SIZE];
 	u64 id[TC_LINEAGE_HOPS];
 };
