@@ -568,7 +568,7 @@ struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping)
 	err = tc_bind_find(file, mapping, NULL, NULL, &b);
 	if (err == -EAGAIN) {
 		/* Before the lock: tree searches, an allocation. */
-		if (tc_btrfs_lineage(file_inode(file), &l))
+		if (tc_btrfs_lineage(file_inode(file), &l, TC_AUTO_HOPS))
 			return NULL;
 		lineage = &l;
 		spare = kzalloc(sizeof(*spare), GFP_KERNEL_ACCOUNT);

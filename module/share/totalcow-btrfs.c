@@ -240,41 +240,43 @@ static struct btrfs_root *tc_uuid_root(struct btrfs_fs_info *fs_info,
  * @l: set to them, nearest first: the UUID of the subvolume it is a
  *	snapshot of, then that one's parent UUID, and so on; and the id of
  *	each of them that still exists
+ * @max: how many hops to look, at most TC_LINEAGE_HOPS
  *
  * Follows parent UUIDs, which only snapshot creation sets (a received
  * UUID plays no part): a lookup in the UUID tree and in the subvolume
- * roots per hop, TC_LINEAGE_HOPS hops at most whatever the chain. A chain
- * that leaves the file system's subvolumes (a deleted intermediate, a
- * parent on another file system) ends there: its last parent UUID is
- * kept, with no id. The lookups run before any lock that other readers
- * wait for is taken (totalcow-reader-hold.h).
+ * roots per hop, @max hops at most whatever the chain. A chain that
+ * leaves the file system's subvolumes (a deleted intermediate, a parent
+ * on another file system) ends there: its last parent UUID is kept, with
+ * no id. @l->whole says whether the chain ended within @max hops, so that
+ * a caller that looks farther knows whether it must walk again. The
+ * lookups run before any lock that other readers wait for is taken
+ * (totalcow-reader-hold.h).
  *
  * Return: 0 with @l set, or -ENOMEM.
  */
-int tc_btrfs_lineage(struct inode *inode, struct tc_lineage *l)
+int tc_btrfs_lineage(struct inode *inode, struct tc_lineage *l, int max)
 {
 	struct btrfs_fs_info *fs_info = inode_to_fs_info(inode);
 	struct btrfs_root *root = btrfs_grab_root(BTRFS_I(inode)->root);
 
 	l->n = 0;
 	l->ids = 0;
-	while (l->n < TC_LINEAGE_HOPS) {
+	l->whole = true;
+	while (l->n < min(max, TC_LINEAGE_HOPS)) {
 		u8 *parent = l->parent[l->n];
 
 		tc_parent_uuid(fs_info, root, parent);
 		root = NULL;
 		if (btrfs_is_empty_uuid(parent))
-			break;
+			return 0;
 		l->n++;
 		root = tc_uuid_root(fs_info, parent, &l->id[l->ids]);
-		if (IS_ERR(root)) {
-			if (PTR_ERR(root) == -ENOMEM)
-				return -ENOMEM;
-			root = NULL;
-			break;
-		}
+		if (IS_ERR(root))
+			return PTR_ERR(root) == -ENOMEM ? -ENOMEM : 0;
 		l->ids++;
 	}
+	/* Stopped at @max: whatever is farther was not looked at. */
+	l->whole = false;
 	btrfs_put_root(root);
 	return 0;
 }

@@ -15,9 +15,9 @@
 #include <uapi/linux/btrfs.h>
 
 /*
- * How many snapshots back tc_btrfs_lineage() looks: as far as a snapshot
- * follows its source into a sharing scope (tc_canon_follow()); groups
- * compare fewer (TC_AUTO_HOPS).
+ * How many snapshots back tc_btrfs_lineage() may look: as far as a
+ * snapshot follows its source into a sharing scope (tc_canon_follow());
+ * automatic group membership looks fewer (TC_AUTO_HOPS).
  */
 #define TC_LINEAGE_HOPS 8
 
@@ -30,6 +30,7 @@
 struct tc_lineage {
 	int n;		/* parent UUIDs in @parent */
 	int ids;	/* of them, the first @ids have their id in @id */
+	bool whole;	/* the chain ended within the hops the walk looked */
 	u8 parent[TC_LINEAGE_HOPS][BTRFS_UUID_SIZE];
 	u64 id[TC_LINEAGE_HOPS];
 };
@@ -62,7 +63,7 @@ void tc_btrfs_release_readonly(struct inode *dir);
 u64 tc_btrfs_subvol_writer(struct inode *dir);
 int tc_btrfs_check_lineage(struct inode *member, struct inode *tmpl);
 u64 tc_btrfs_subvol_id(struct inode *inode);
-int tc_btrfs_lineage(struct inode *inode, struct tc_lineage *l);
+int tc_btrfs_lineage(struct inode *inode, struct tc_lineage *l, int max);
 void tc_btrfs_subvol_uuids(struct inode *tmpl, u8 *uuid, u8 *received);
 bool tc_btrfs_subvol_exists(struct super_block *sb, u64 id);
 char *tc_btrfs_subvol_name(struct super_block *sb, u64 id);

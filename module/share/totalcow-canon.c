@@ -1230,7 +1230,7 @@ static DEFINE_XARRAY(tc_canon_follow_nomem);
  * tc_canon_follow - put a snapshot in the scope of the subvolume it was made from
  * @inode: a file whose subvolume is in no scope, at a read of it
  * @l: its subvolume's lineage if the caller read it (tc_btrfs_lineage()),
- *	or NULL: then it is read here, if it is needed
+ *	or NULL: read here, if it is needed, unless @l holds the whole chain
  *
  * A subvolume made by snapshot from one in a scope (enabled, or itself
  * following, at most TC_LINEAGE_HOPS snapshots back) joins that
@@ -1273,8 +1273,8 @@ int tc_canon_follow(struct inode *inode, const struct tc_lineage *l)
 		return 0;
 	if (e && !xa_is_value(e))
 		return 1;
-	if (!l) {
-		err = tc_btrfs_lineage(inode, &read);
+	if (!l || !l->whole) {
+		err = tc_btrfs_lineage(inode, &read, TC_LINEAGE_HOPS);
 		if (err)
 			return err;
 		l = &read;

@@ -38,10 +38,6 @@
 #include "totalcow-group.h"
 #include "totalcow-share.h"
 
-/* How many snapshots deep an automatic member may descend from the template. */
-#define TC_AUTO_HOPS 4
-static_assert(TC_AUTO_HOPS <= TC_LINEAGE_HOPS);
-
 static const char * const tc_stat_names[TC_NR_STATS] = {
 	"files_bound", "files_refused", "aliases_installed", "aliases_proven",
 	"aliases_resolved", "aliases_lost", "private_skips", "hash_rejects",

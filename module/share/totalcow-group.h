@@ -8,6 +8,7 @@
 #define TOTALCOW_GROUP_H
 
 #include <linux/atomic.h>
+#include <linux/build_bug.h>
 #include <linux/cred.h>
 #include <linux/kobject.h>
 #include <linux/list.h>
@@ -18,6 +19,10 @@
 #include "totalcow-btrfs.h"
 
 struct file;
+
+/* How many snapshots deep an automatic member may descend from the template. */
+#define TC_AUTO_HOPS 4
+static_assert(TC_AUTO_HOPS <= TC_LINEAGE_HOPS);
 
 enum tc_stat {
 	TC_FILES_BOUND,

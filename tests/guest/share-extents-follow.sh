@@ -9,8 +9,10 @@
 # followed snapshot keeps it, and snapshots made from it, out; an enable
 # moves a followed snapshot to another scope; a user who may not snapshot
 # the image (not its owner) cannot join its scope, but joins with a
-# snapshot of its own enabled subvolume. Deleted snapshots leave the
-# list, and a scope goes with its last subvolume. Every byte stays right.
+# snapshot of its own enabled subvolume. With an auto group on the file
+# system (whose lineage walk looks 4 hops), a snapshot 6 hops from the
+# image still follows. Deleted snapshots leave the list, and a scope goes
+# with its last subvolume. Every byte stays right.
 # Arguments: [MIB] (default 32).
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 mib=${1:-32}
@@ -98,6 +100,32 @@ sync
 setpriv --reuid nobody --regid nogroup --clear-groups cat $mnt/drop/mine2/g > /dev/null
 [ "$(ids tenant-n followed)" = "$(id $mnt/drop/mine2) " ] || die "nobody's snapshot: $(cat $x/scopes)"
 
+# An auto group on the same file system: a file in no group has its
+# lineage read for the group first, 4 hops. s1's chain ends within them:
+# it follows on that reading. The image is 6 hops back from d6: the
+# follow must look farther than the group did.
+btrfs -q subvolume create $mnt/T
+make_file $mnt/T/t 1 tmpl
+btrfs property set $mnt/T ro true
+sync
+ctl group create g $mnt/T --auto || die "group create --auto"
+btrfs -q subvolume snapshot $mnt/image $mnt/s1
+prev=$mnt/image
+for i in 1 2 3 4 5 6; do
+	btrfs -q subvolume snapshot $prev $mnt/d$i
+	prev=$mnt/d$i
+done
+sync
+cat $mnt/s1/f $mnt/d6/f > /dev/null
+for v in s1 d6; do
+	case " $(ids fleet followed)" in
+	*" $(id $mnt/$v) "*) ;;
+	*) die "$v did not follow the image with an auto group on the file system: $(cat $x/scopes)" ;;
+	esac
+done
+ctl group del g || die "group del"
+echo "follow: with an auto group on the file system, a snapshot 1 and one 6 hops from the image follow"
+
 # Writes on both sides stay private; every byte right after a cold read.
 printf 'c1 was here' | dd of=$mnt/c1/f bs=1 seek=4096 conv=notrunc status=none
 printf 'image too' | dd of=$mnt/image/f bs=1 seek=8192 conv=notrunc status=none
@@ -105,7 +133,7 @@ sync
 drop_caches
 [ "$(dd if=$mnt/c1/f bs=1 skip=4096 count=11 status=none)" = "c1 was here" ] || die "c1's write"
 [ "$(dd if=$mnt/image/f bs=1 skip=8192 count=9 status=none)" = "image too" ] || die "image's write"
-for v in c2 c3 c4 c5 c2s c3s other; do
+for v in c2 c3 c4 c5 c2s c3s s1 d6 other; do
 	[ "$(sum $mnt/$v/f)" = "$want" ] || die "$v/f read back wrong"
 done
 # A deleted snapshot leaves the list; its scope goes with its last.

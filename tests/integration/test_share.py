@@ -426,7 +426,9 @@ def test_snapshots_made_after_enable_follow_their_source_into_its_scope(lane):
     that an admin disables stays out, and so does a snapshot made from
     it; one enabled in another scope moves there; user nobody cannot
     snapshot root's image into the scope, and its own snapshots follow
-    its own enabled subvolume; writes on both sides stay private."""
+    its own enabled subvolume; with an auto group on the file system (its
+    lineage walk looks 4 hops) a snapshot 6 hops from the image follows
+    too; writes on both sides stay private."""
     r = run_vm("tests/guest/share-extents-follow.sh", "64" if lane == "x86" else "32",
                **LANES[lane], disks=("2G",))
     assert r.status == 0, r.explain()
@@ -434,6 +436,8 @@ def test_snapshots_made_after_enable_follow_their_source_into_its_scope(lane):
     assert m and 1.99 <= float(m.group(1)) <= 2.03 and 1.99 <= float(m.group(2)) <= 2.03, \
         r.explain()
     assert "follow: disable keeps a lineage out, enable moves it, nobody follows only its own" \
+        in r.console, r.explain()
+    assert "follow: with an auto group on the file system, a snapshot 1 and one 6 hops" \
         in r.console, r.explain()
 
 
