@@ -7,11 +7,21 @@
 # The names (one kernel release each, looked up when called):
 #   6.1          Debian 12's default kernel: the newest
 #                linux-headers-6.1.0-<N>-amd64 in the host's apt lists
+#                whose linux-image is there too
 #   6.12         the installed linux-source-6.12's version (bookworm-security):
 #                the kernel the test kernels come from
 #   6.12-trixie  Debian 13's 6.12: the newest 6.12.<y>+deb13 in trixie and
 #                trixie-security
 #   newest       the newest <release>-amd64 in Debian 13's trixie-backports
+#
+# "Newest" counts only releases whose linux-image package (the signed one)
+# is published at the headers' version. Debian uploads the signed image
+# separately, after the build it signs, so the headers of a new release
+# can be in the lists for days before its image: on 2026-11-28
+# bookworm-security had linux-headers-6.1.0-57-amd64 6.1.192-3 but only
+# its -unsigned image, and linux-image-amd64 still named 6.1.0-56. A
+# machine installs a release when its signed image comes, so that is
+# when it becomes the one we test.
 #
 # Debian 13's packages come through a private apt setup under
 # $bdir/headers/apt (its own sources, lists, cache and an empty dpkg
@@ -77,9 +87,19 @@ candidate() {
 		sed -n 's/^Version: //p'
 }
 
-# The newest package matching the extended regex $1 that apt knows.
+# The newest linux-headers-<release> package matching the extended regex
+# $1 that apt knows and whose linux-image-<release> apt has at the same
+# version (see above: the signed image comes later than the headers).
 newest_package() {
-	apt-cache "${APT_OPTS[@]}" search --names-only "$1" | awk '{ print $1 }' | sort -V | tail -n 1
+	local pkg ver
+	for pkg in $(apt-cache "${APT_OPTS[@]}" search --names-only "$1" | awk '{ print $1 }' | sort -rV); do
+		ver=$(candidate "$pkg")
+		[ -n "$ver" ] || continue
+		if [ "$(candidate "linux-image-${pkg#linux-headers-}")" = "$ver" ]; then
+			echo "$pkg"
+			return
+		fi
+	done
 }
 
 # Sets RELEASE (the kernel release, uname -r), VER (the version of its
@@ -97,17 +117,17 @@ resolve_kernel() {
 		;;
 	6.1)
 		pkg=$(newest_package '^linux-headers-6\.1\.0-[0-9]+-amd64$')
-		[ -n "$pkg" ] || die "no linux-headers-6.1.0-*-amd64 in the host's apt lists (apt-get update)"
+		[ -n "$pkg" ] || die "no linux-headers-6.1.0-*-amd64 with its linux-image in the host's apt lists (apt-get update)"
 		;;
 	6.12-trixie)
 		apt_private
 		pkg=$(newest_package '^linux-headers-6\.12\.[0-9]+\+deb13-amd64$')
-		[ -n "$pkg" ] || die "no linux-headers-6.12.*+deb13-amd64 in trixie or trixie-security"
+		[ -n "$pkg" ] || die "no linux-headers-6.12.*+deb13-amd64 with its linux-image in trixie or trixie-security"
 		;;
 	newest)
 		apt_private
 		pkg=$(newest_package '^linux-headers-[0-9][0-9.]*\+deb[0-9]+-amd64$')
-		[ -n "$pkg" ] || die "no linux-headers-*-amd64 in trixie-backports"
+		[ -n "$pkg" ] || die "no linux-headers-*-amd64 with its linux-image in trixie-backports"
 		;;
 	*)
 		die "unknown kernel '$1' (one of: $DEBIAN_KERNEL_NAMES)"
@@ -135,13 +155,28 @@ download() {
 }
 
 # The packages of $1=$2 and those it depends on whose names match the
-# extended regex $3, all of version $2 (one kernel build's packages).
+# extended regex $3: one kernel build's packages. A dependency pinned
+# with "=" is taken at that version; any other is taken at the version
+# apt would download, which must satisfy the constraint. Packages whose
+# name carries no ABI (linux-kbuild-6.1) keep only their newest version
+# in the archive: linux-headers-6.1.0-56-amd64 6.1.192-2 needs
+# linux-kbuild-6.1 (>= 6.1.192-2), and once 6.1.192-3 was uploaded
+# 6.1.192-2 of it could no longer be downloaded.
 with_depends() {
-	local dep
+	local name op ver have
 	echo "$1=$2"
-	for dep in $(apt-cache "${APT_OPTS[@]}" show "$1=$2" |
-		     sed -n 's/^Depends: //p' | tr ',|' '\n' | awk '{ print $1 }' |
-		     grep -E "$3" | sort -u); do
-		echo "$dep=$2"
-	done
+	while read -r name op ver; do
+		[[ $name =~ $3 ]] || continue
+		if [ "$op" = "=" ]; then
+			echo "$name=$ver"
+			continue
+		fi
+		have=$(candidate "$name")
+		[ -n "$have" ] || die "no version of $name (a dependency of $1=$2) in the apt lists"
+		[ -z "$op" ] || dpkg --compare-versions "$have" "$op" "$ver" ||
+			die "$1=$2 needs $name ($op $ver); the apt lists have $have"
+		echo "$name=$have"
+	done < <(apt-cache "${APT_OPTS[@]}" show "$1=$2" |
+		 sed -n 's/^Depends: //p' | tr ',|' '\n' |
+		 sed -E 's/^ *([^ ]+)( *\(([<>=]+) *([^)]+)\))?.*$/\1 \3 \4/' | sort -u)
 }

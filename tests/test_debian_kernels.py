@@ -1,0 +1,125 @@
+"""Which Debian kernel each of the stock lane's names means
+(tests/vm/debian-kernels.sh), against a fake apt-cache: a release counts
+only once its linux-image is published at its headers' version. Debian
+uploads the signed image after the build it signs, so new headers can be
+in the lists for days without it (6.1.0-57 on 2026-11-28: `make check`
+then failed to download the image of the release it had built for)."""
+
+import os
+import subprocess
+
+from vmrun import TOP
+
+# A stand-in for apt-cache with two commands: `search --names-only RE`
+# lists the packages of $FAKE_APT (one "name|version|depends" per line)
+# whose name matches RE; `show [--no-all-versions] NAME[=VERSION]` prints
+# the newest such package's version and depends (lines come newest first).
+FAKE_APT_CACHE = r"""#!/bin/bash
+while [ "${1#-}" != "$1" ]; do
+	case $1 in -o) shift 2 ;; *) shift ;; esac
+done
+cmd=$1; shift
+case $cmd in
+search)
+	[ "$1" = --names-only ] && shift
+	awk -F'|' -v re="$1" '$1 ~ re { print $1 " - a package" }' "$FAKE_APT" ;;
+show)
+	[ "$1" = --no-all-versions ] && shift
+	awk -F'|' -v p="${1%%=*}" -v v="${1#*=}" -v pinned="${1//[^=]/}" '
+		$1 == p && (pinned == "" || $2 == v) && !done {
+			print "Package: " $1; print "Version: " $2
+			if ($3 != "") print "Depends: " $3
+			done = 1
+		}' "$FAKE_APT" ;;
+esac
+"""
+
+
+def shell(tmp_path, packages, script):
+    """Run SCRIPT after sourcing debian-kernels.sh, with PACKAGES (name ->
+    version, or (version, depends); newest first) in the fake apt lists."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    fake = bindir / "apt-cache"
+    fake.write_text(FAKE_APT_CACHE)
+    fake.chmod(0o755)
+    lists = tmp_path / "packages"
+    rows = []
+    for p, v in packages:
+        v, deps = (v, "") if isinstance(v, str) else v
+        rows.append(f"{p}|{v}|{deps}\n")
+    lists.write_text("".join(rows))
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_APT=str(lists),
+               bdir=str(tmp_path / "build"))
+    r = subprocess.run(["bash", "-c", 'die() { echo "die: $*"; exit 1; }\n'
+                        f". {TOP}/tests/vm/debian-kernels.sh\n" + script],
+                       capture_output=True, text=True, env=env)
+    return r.returncode, r.stdout.strip()
+
+
+def resolve(tmp_path, packages, name="6.1"):
+    """RELEASE and VER that resolve_kernel NAME gives."""
+    return shell(tmp_path, list(packages.items()),
+                 f'resolve_kernel {name}\necho "$RELEASE $VER"\n')
+
+
+def test_newest_headers_without_their_image_yet_are_passed_over(tmp_path):
+    rc, out = resolve(tmp_path, {
+        "linux-headers-6.1.0-56-amd64": "6.1.192-2",
+        "linux-image-6.1.0-56-amd64": "6.1.192-2",
+        "linux-headers-6.1.0-57-amd64": "6.1.192-3",
+        "linux-image-6.1.0-57-amd64-unsigned": "6.1.192-3",
+    })
+    assert (rc, out) == (0, "6.1.0-56-amd64 6.1.192-2")
+
+
+def test_newest_headers_with_their_image_are_chosen(tmp_path):
+    # Sorted as versions, not as text: 6.1.0-100 is newer than 6.1.0-57.
+    rc, out = resolve(tmp_path, {
+        "linux-headers-6.1.0-57-amd64": "6.1.192-3",
+        "linux-image-6.1.0-57-amd64": "6.1.192-3",
+        "linux-headers-6.1.0-100-amd64": "6.1.250-1",
+        "linux-image-6.1.0-100-amd64": "6.1.250-1",
+    })
+    assert (rc, out) == (0, "6.1.0-100-amd64 6.1.250-1")
+
+
+def test_an_image_of_another_version_does_not_count(tmp_path):
+    rc, out = resolve(tmp_path, {
+        "linux-headers-6.1.0-56-amd64": "6.1.192-2",
+        "linux-image-6.1.0-56-amd64": "6.1.192-1",
+    })
+    assert rc == 1 and "with its linux-image" in out, out
+
+
+HEADERS_56 = ("6.1.192-2", "linux-headers-6.1.0-56-common (= 6.1.192-2), "
+              "linux-kbuild-6.1 (>= 6.1.192-2), linux-compiler-gcc-12-x86")
+
+
+def depends(tmp_path, packages):
+    rc, out = shell(tmp_path, packages, "with_depends linux-headers-6.1.0-56-amd64 6.1.192-2 "
+                    "'^linux-(headers|kbuild)-'\n")
+    return rc, out.splitlines()
+
+
+def test_a_build_takes_its_pinned_packages_and_the_newest_of_the_others(tmp_path):
+    # The archive keeps only the newest linux-kbuild-6.1 (2026-11-28).
+    rc, out = depends(tmp_path, [
+        ("linux-headers-6.1.0-56-amd64", HEADERS_56),
+        ("linux-headers-6.1.0-56-common", "6.1.192-2"),
+        ("linux-kbuild-6.1", "6.1.192-3"),
+        ("linux-compiler-gcc-12-x86", "6.1.192-3"),
+    ])
+    assert rc == 0, out
+    assert out == ["linux-headers-6.1.0-56-amd64=6.1.192-2",
+                   "linux-headers-6.1.0-56-common=6.1.192-2",
+                   "linux-kbuild-6.1=6.1.192-3"]
+
+
+def test_a_dependency_too_old_for_its_constraint_is_refused(tmp_path):
+    rc, out = depends(tmp_path, [
+        ("linux-headers-6.1.0-56-amd64", HEADERS_56),
+        ("linux-headers-6.1.0-56-common", "6.1.192-2"),
+        ("linux-kbuild-6.1", "6.1.176-1"),
+    ])
+    assert rc == 1 and "needs linux-kbuild-6.1 (>= 6.1.192-2)" in out[-1], out
