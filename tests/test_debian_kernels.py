@@ -8,6 +8,8 @@ then failed to download the image of the release it had built for)."""
 import os
 import subprocess
 
+import pytest
+
 from vmrun import TOP
 
 # A stand-in for apt-cache with two commands: `search --names-only RE`
@@ -63,33 +65,31 @@ def resolve(tmp_path, packages, name="6.1"):
                  f'resolve_kernel {name}\necho "$RELEASE $VER"\n')
 
 
-def test_newest_headers_without_their_image_yet_are_passed_over(tmp_path):
-    rc, out = resolve(tmp_path, {
+@pytest.mark.parametrize("packages, expected", [
+    pytest.param({
         "linux-headers-6.1.0-56-amd64": "6.1.192-2",
         "linux-image-6.1.0-56-amd64": "6.1.192-2",
         "linux-headers-6.1.0-57-amd64": "6.1.192-3",
         "linux-image-6.1.0-57-amd64-unsigned": "6.1.192-3",
-    })
-    assert (rc, out) == (0, "6.1.0-56-amd64 6.1.192-2")
-
-
-def test_newest_headers_with_their_image_are_chosen(tmp_path):
+    }, "6.1.0-56-amd64 6.1.192-2", id="newest_headers_without_their_image_yet_are_passed_over"),
     # Sorted as versions, not as text: 6.1.0-100 is newer than 6.1.0-57.
-    rc, out = resolve(tmp_path, {
+    pytest.param({
         "linux-headers-6.1.0-57-amd64": "6.1.192-3",
         "linux-image-6.1.0-57-amd64": "6.1.192-3",
         "linux-headers-6.1.0-100-amd64": "6.1.250-1",
         "linux-image-6.1.0-100-amd64": "6.1.250-1",
-    })
-    assert (rc, out) == (0, "6.1.0-100-amd64 6.1.250-1")
-
-
-def test_an_image_of_another_version_does_not_count(tmp_path):
-    rc, out = resolve(tmp_path, {
+    }, "6.1.0-100-amd64 6.1.250-1", id="newest_headers_with_their_image_are_chosen"),
+    pytest.param({
         "linux-headers-6.1.0-56-amd64": "6.1.192-2",
         "linux-image-6.1.0-56-amd64": "6.1.192-1",
-    })
-    assert rc == 1 and "with its linux-image" in out, out
+    }, None, id="an_image_of_another_version_does_not_count"),
+])
+def test_the_6_1_kernel_is_the_newest_with_its_image(tmp_path, packages, expected):
+    rc, out = resolve(tmp_path, packages)
+    if expected is None:
+        assert rc == 1 and "with its linux-image" in out, out
+    else:
+        assert (rc, out) == (0, expected)
 
 
 HEADERS_56 = ("6.1.192-2", "linux-headers-6.1.0-56-common (= 6.1.192-2), "
