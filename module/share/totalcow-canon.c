@@ -64,57 +64,12 @@
 
 #include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
+#include "totalcow-canon-internal.h"
 #include "totalcow-reader-hold.h"
 
 #define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
 /* btrfs sectors are at least 4 KiB. */
 #define TC_CANON_MAX_SECTORS	(PAGE_SIZE / SZ_4K)
-
-/* The cache of one file system: fs_info->canon. */
-struct tc_canon_fs {
-	struct list_head node;		/* in tc_canon_filesystems */
-	/* Once unpublished: in tc_canon_dead_filesystems until freed. */
-	struct list_head dead;
-	struct hlist_node burial;	/* in its unpublisher's burial */
-	/* Its scopes unpublished and not yet freed: it outlives them. */
-	atomic_t dead_scopes;
-	struct btrfs_fs_info *fs_info;
-	/* Bumped whenever a data range is handed out again. */
-	atomic64_t gen;
-	/* Scopes; changed under tc_canon_mutex, walked under tc_canon_srcu. */
-	struct list_head scopes;
-	/*
-	 * Subvolume id -> its scope, marked TC_CANON_FOLLOWED if it joined by
-	 * following its source (tc_canon_follow()); or a value: TC_CANON_OUT
-	 * if an admin took it out, else the follow_gen at which it was last
-	 * found to descend from no scope. Loaded under RCU or tc_canon_srcu.
-	 */
-	struct xarray subvols;
-	/* Bumped by every enable and disable, under tc_canon_mutex. */
-	unsigned long follow_gen;
-};
-
-#define TC_CANON_FOLLOWED	XA_MARK_1
-#define TC_CANON_OUT		xa_mk_value(0)
-/* A subvolume found to descend from no scope at @gen (never TC_CANON_OUT). */
-#define tc_canon_none_at(gen)	xa_mk_value(((gen) << 1) | 1)
-
-struct tc_canon_scope {
-	struct list_head node;
-	struct hlist_node burial;	/* once unpublished, in its unpublisher's */
-	/* tc_canon_hold()s not yet released: its burial waits for them. */
-	atomic_t holders;
-	struct tc_canon_fs *cfs;
-	/* An anonymous inode whose page cache is the canonical mapping. */
-	struct inode *inode;
-	unsigned long nr_subvols;	/* under tc_canon_mutex */
-	atomic64_t reads;
-	atomic64_t read_failures;
-	atomic64_t invalidations;
-	atomic64_t aliased;
-	atomic64_t resolved;
-	char name[TC_CANON_SCOPE_NAME_MAX + 1];
-};
 
 /* One page's read, from mirror to mirror until one matches. */
 struct tc_canon_io {
@@ -156,22 +111,6 @@ static DEFINE_SPINLOCK(tc_canon_dead_lock);
 DEFINE_STATIC_SRCU(tc_canon_srcu);
 static struct vfsmount *tc_canon_mnt;
 
-/*
- * A page whose bytes may be gone: its read ends not uptodate, and an
- * uptodate one is never handed out (tc_canon_usable()); the next read of
- * the address reads it again. PG_checked is the owner's flag, and the
- * canonical mappings are ours.
- */
-#define tc_canon_folio_stale	folio_test_checked
-#define tc_canon_folio_set_stale folio_set_checked
-
-/* May @folio be handed out as its address's bytes? */
-static bool tc_canon_usable(struct folio *folio)
-{
-	return folio_test_uptodate(folio) && !folio_test_large(folio) &&
-	       !tc_canon_folio_stale(folio);
-}
-
 static struct tc_canon_fs *tc_canon_fs_of(struct btrfs_fs_info *fs_info)
 {
 	return srcu_dereference_check(fs_info->canon, &tc_canon_srcu,
@@ -199,27 +138,33 @@ static struct tc_canon_scope *tc_canon_scope_of(struct inode *inode)
 }
 
 /**
- * tc_canon_logical - the logical address of a page of a file
+ * tc_canon_logical - the canonical key of a page of a file
  * @em: the file's extent map covering @pos
  * @pos: the page's file offset (page aligned)
- * @logical: set to the logical address of the page's first byte
+ * @logical: set to the page's key (totalcow-canon.h): for a regular
+ *	extent, the logical address of the page's first byte
  *
- * Return: whether the whole page is one run of bytes of a regular,
- * uncompressed extent, starting at a page-aligned logical address (a page
- * of a canonical mapping). Holes, inline, preallocated and compressed
- * extents have none; a page that an extent map ends inside (the tail of a
- * file) neither.
+ * Return: whether the whole page is one run of bytes of a data extent: of
+ * a regular one, starting at a page-aligned logical address, or a page
+ * of a compressed one's decompressed bytes (tc_canon_zkey()). Holes,
+ * inline and preallocated extents have none; a page that an extent map
+ * ends inside (the tail of a file) neither.
  */
 bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical)
 {
 	u64 l;
 
 	if (em->disk_bytenr >= EXTENT_MAP_LAST_BYTE ||
-	    (em->flags & EXTENT_FLAG_PREALLOC) || extent_map_is_compressed(em))
+	    (em->flags & EXTENT_FLAG_PREALLOC))
 		return false;
 	if (!PAGE_ALIGNED(pos) || pos < em->start ||
 	    pos - em->start >= em->len || em->len - (pos - em->start) < PAGE_SIZE)
 		return false;
+	/* Compressed maps are never merged: @em is one extent item's. */
+	if (extent_map_is_compressed(em))
+		return tc_canon_zkey(em->disk_bytenr, em->disk_num_bytes,
+				     extent_map_compression(em),
+				     em->offset + (pos - em->start), logical);
 	l = btrfs_extent_map_block_start(em) + (pos - em->start);
 	if (!PAGE_ALIGNED(l))
 		return false;
@@ -422,8 +367,9 @@ bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
  * @isize: set to the file size the proof read
  *
  * A page is proven when the file's extent map, which btrfs's own read of
- * the page would use, puts the whole page in one regular, uncompressed
- * extent at a page-aligned logical address (tc_canon_logical()), with no
+ * the page would use, puts the whole page in one data extent: a regular
+ * one at a page-aligned logical address, or a page of a compressed one's
+ * decompressed bytes (tc_canon_logical()), with no
  * write to the range on its way (an ordered extent). The file's last
  * page, if partial, is proven too, but is the canonical page only if the
  * extent's bytes past the file's end are zeroes, as btrfs's read of the
@@ -548,7 +494,8 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 		}
 		if (!tc_canon_logical(em, pos, &l))
 			break;
-		folio = filemap_get_folio(s->inode->i_mapping, l >> PAGE_SHIFT);
+		folio = filemap_get_folio(tc_canon_mapping(s, l),
+					  tc_canon_key_index(l));
 		if (IS_ERR(folio))
 			break;
 		if (!tc_canon_usable(folio) || !tc_canon_unchanged(s, gen)) {
@@ -580,8 +527,8 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
  */
 bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from)
 {
-	struct folio *folio = filemap_get_folio(s->inode->i_mapping,
-						logical >> PAGE_SHIFT);
+	struct folio *folio = filemap_get_folio(tc_canon_mapping(s, logical),
+						tc_canon_key_index(logical));
 	bool zero = false;
 
 	if (IS_ERR(folio))
@@ -634,22 +581,22 @@ static void tc_canon_evict_unusable(struct address_space *mapping,
 /**
  * tc_canon_readahead - start reading canonical pages that are not in memory
  * @s: the scope, held
- * @logical: the first page's logical address
+ * @logical: the first page's key (totalcow-canon.h)
  * @nr: the number of pages
  * @added: a bitmap of @nr bits: bit i set if this call started page i's
  *	read (page_alias_readahead())
  *
- * One run of adjacent addresses; the reads are submitted, not waited for.
+ * One run of adjacent keys; the reads are submitted, not waited for.
  * A page left by a read that failed is read again.
  */
 void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 			unsigned long nr, unsigned long *added)
 {
 	struct file_ra_state ra = { };
-	DEFINE_READAHEAD(ractl, NULL, &ra, s->inode->i_mapping,
-			 logical >> PAGE_SHIFT);
+	struct address_space *mapping = tc_canon_mapping(s, logical);
+	DEFINE_READAHEAD(ractl, NULL, &ra, mapping, tc_canon_key_index(logical));
 
-	tc_canon_evict_unusable(s->inode->i_mapping, logical >> PAGE_SHIFT, nr);
+	tc_canon_evict_unusable(mapping, tc_canon_key_index(logical), nr);
 	page_alias_readahead(&ractl, nr, added);
 }
 
@@ -659,10 +606,11 @@ bool tc_canon_page_usable(struct folio *folio)
 	return tc_canon_usable(folio);
 }
 
-/* The canonical mapping of a scope. */
-struct address_space *tc_canon_mapping(struct tc_canon_scope *s)
+/* The canonical mapping of a scope that holds the page of @key. */
+struct address_space *tc_canon_mapping(struct tc_canon_scope *s, u64 key)
 {
-	return s->inode->i_mapping;
+	return tc_canon_key_compressed(key) ? s->zinode->i_mapping :
+					      s->inode->i_mapping;
 }
 
 /* Count file pages the policy aliased to a scope's pages. */
@@ -717,36 +665,51 @@ static unsigned long tc_canon_drop(struct address_space *mapping,
 	return dropped;
 }
 
+/* Drop [@first, @last] of @mapping, for tc_canon_forget(). */
+static void tc_canon_forget_range(struct tc_canon_scope *s,
+				  struct address_space *mapping,
+				  pgoff_t first, pgoff_t last, bool reserved)
+{
+	unsigned long before = READ_ONCE(mapping->nrpages);
+
+	if (!before)
+		return;
+	if (reserved) {
+		atomic64_add(tc_canon_drop(mapping, first, last),
+			     &s->invalidations);
+		return;
+	}
+	invalidate_mapping_pages(mapping, first, last);
+	if (READ_ONCE(mapping->nrpages) < before)
+		atomic64_add(before - READ_ONCE(mapping->nrpages),
+			     &s->invalidations);
+}
+
 static void tc_canon_forget(struct tc_canon_fs *cfs, u64 start, u64 len,
 			    bool reserved)
 {
 	pgoff_t first = start >> PAGE_SHIFT;
 	pgoff_t last = (start + len - 1) >> PAGE_SHIFT;
+	pgoff_t zfirst, zlast;
 	struct tc_canon_scope *s;
+	bool z;
 
 	if (!len)
 		return;
 	if (reserved) {
 		atomic64_inc(&cfs->gen);
-		/* Pairs with the barrier in tc_canon_read_folio(). */
+		/* Pairs with the barriers of the reads (both mappings). */
 		smp_mb__after_atomic();
 	}
+	/* Compressed extents whose bytes on disk meet the range. */
+	z = tc_canon_zrange(start, len, &zfirst, &zlast);
 	list_for_each_entry_srcu(s, &cfs->scopes, node,
 				 srcu_read_lock_held(&tc_canon_srcu)) {
-		struct address_space *mapping = s->inode->i_mapping;
-		unsigned long before = READ_ONCE(mapping->nrpages);
-
-		if (!before)
-			continue;
-		if (reserved) {
-			atomic64_add(tc_canon_drop(mapping, first, last),
-				     &s->invalidations);
-			continue;
-		}
-		invalidate_mapping_pages(mapping, first, last);
-		if (READ_ONCE(mapping->nrpages) < before)
-			atomic64_add(before - READ_ONCE(mapping->nrpages),
-				     &s->invalidations);
+		tc_canon_forget_range(s, s->inode->i_mapping, first, last,
+				      reserved);
+		if (z)
+			tc_canon_forget_range(s, s->zinode->i_mapping, zfirst,
+					      zlast, reserved);
 	}
 }
 
@@ -797,6 +760,10 @@ static void tc_canon_scope_free(struct tc_canon_scope *s)
 	wait_var_event(&s->holders, !atomic_read(&s->holders));
 	truncate_inode_pages_final(s->inode->i_mapping);
 	iput(s->inode);
+	if (s->zinode) {
+		truncate_inode_pages_final(s->zinode->i_mapping);
+		iput(s->zinode);
+	}
 	kfree(s);
 }
 
@@ -934,7 +901,9 @@ static const struct btrfs_canon_ops tc_canon_btrfs_ops = {
 	.close		= tc_canon_hook_close,
 };
 
-static struct inode *tc_canon_new_inode(struct tc_canon_scope *s)
+static struct inode *
+tc_canon_new_inode(struct tc_canon_scope *s,
+		   const struct address_space_operations *aops)
 {
 	struct inode *inode = alloc_anon_inode(tc_canon_mnt->mnt_sb);
 	struct address_space *mapping;
@@ -944,10 +913,27 @@ static struct inode *tc_canon_new_inode(struct tc_canon_scope *s)
 	inode->i_private = s;
 	inode->i_size = MAX_LFS_FILESIZE;
 	mapping = inode->i_mapping;
-	mapping->a_ops = &tc_canon_aops;
+	mapping->a_ops = aops;
 	/* Reads look checksums up in btrfs trees: no reclaim into file systems. */
 	mapping_set_gfp_mask(mapping, mapping_gfp_constraint(mapping, ~__GFP_FS));
 	return inode;
+}
+
+/* A scope's two canonical mappings: regular and compressed extents. */
+static int tc_canon_new_inodes(struct tc_canon_scope *s)
+{
+	struct inode *inode = tc_canon_new_inode(s, &tc_canon_aops);
+
+	if (IS_ERR(inode))
+		return PTR_ERR(inode);
+	s->zinode = tc_canon_new_inode(s, &tc_canon_zaops);
+	if (IS_ERR(s->zinode)) {
+		iput(inode);
+		s->zinode = NULL;
+		return -ENOMEM;
+	}
+	s->inode = inode;
+	return 0;
 }
 
 /* A new file system state; tc_canon_mutex held. */
@@ -974,17 +960,14 @@ static struct tc_canon_scope *tc_canon_scope_new(struct tc_canon_fs *cfs,
 						 const char *name)
 {
 	struct tc_canon_scope *s = kzalloc(sizeof(*s), GFP_KERNEL);
-	struct inode *inode;
 
 	if (!s)
 		return NULL;
 	strscpy(s->name, name, sizeof(s->name));
-	inode = tc_canon_new_inode(s);
-	if (IS_ERR(inode)) {
+	if (tc_canon_new_inodes(s)) {
 		kfree(s);
 		return NULL;
 	}
-	s->inode = inode;
 	s->cfs = cfs;
 	list_add_tail_rcu(&s->node, &cfs->scopes);
 	return s;
@@ -1358,7 +1341,8 @@ void tc_canon_release(struct tc_canon_scope *s)
 
 void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
 {
-	st->pages = READ_ONCE(s->inode->i_mapping->nrpages);
+	st->pages = READ_ONCE(s->inode->i_mapping->nrpages) +
+		    READ_ONCE(s->zinode->i_mapping->nrpages);
 	st->reads = atomic64_read(&s->reads);
 	st->read_failures = atomic64_read(&s->read_failures);
 	st->invalidations = atomic64_read(&s->invalidations);

@@ -19,9 +19,10 @@
  *    left with a map a clone or dedupe replaced (tc_canon_prove());
  * 2. proves the pages (tc_canon_prove()): each empty slot, or one holding
  *    an alias of ours whose canonical page was reclaimed, whose page the
- *    extent map puts at a logical address (the file's partial last page
+ *    extent map puts at a canonical key: a logical address, or a page of a
+ *    compressed extent (tc_canon_logical()); the file's partial last page
  *    only if the extent holds zeroes past the file's end, as btrfs's own
- *    read of the page makes it: tc_canon_zero_from());
+ *    read of the page makes it (tc_canon_zero_from());
  * 3. reads the canonical pages not in memory, run by run of adjacent
  *    addresses, and waits for the reads it started and for the pages its
  *    reader asked for; never for another reader's read of a page it did
@@ -82,14 +83,14 @@ static void tc_extent_wait(struct tc_canon_scope *s, const u64 *logicals,
 			   const unsigned long *added, unsigned long need_first,
 			   unsigned long need_end, unsigned long *ready)
 {
-	struct address_space *cmapping = tc_canon_mapping(s);
 	unsigned long i;
 
 	bitmap_zero(ready, nr);
 	for_each_set_bit(i, want, nr) {
 		struct folio *folio;
 
-		folio = filemap_get_folio(cmapping, logicals[i] >> PAGE_SHIFT);
+		folio = filemap_get_folio(tc_canon_mapping(s, logicals[i]),
+					  tc_canon_key_index(logicals[i]));
 		if (IS_ERR(folio))
 			continue;
 		if (test_bit(i, added) || (i >= need_first && i < need_end))

@@ -55,10 +55,6 @@ static void tc_canon_logical_refuses(struct kunit *test)
 	em = tc_canon_em(0, MIB, 100 * MIB, MIB, 0);
 	em.flags |= EXTENT_FLAG_PREALLOC;
 	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
-	em = tc_canon_em(0, MIB, 100 * MIB, 64 * 1024, 0);
-	em.ram_bytes = MIB;
-	em.flags |= EXTENT_FLAG_COMPRESS_ZSTD;
-	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, 0, &l));
 	/* A reflink at an offset that is not a page into the extent. */
 	if (PAGE_SIZE > 4096) {
 		em = tc_canon_em(0, MIB, 100 * MIB, 2 * MIB, 4096);
@@ -79,6 +75,107 @@ static void tc_canon_logical_merged_map(struct kunit *test)
 	em.flags |= EXTENT_FLAG_MERGED;
 	KUNIT_EXPECT_TRUE(test, tc_canon_logical(&em, MIB + PAGE_SIZE, &l));
 	KUNIT_EXPECT_EQ(test, l, 101 * MIB + PAGE_SIZE);
+}
+
+/*
+ * A compressed extent's pages: a key each, in the second mapping, that
+ * names the extent, its length on disk, its compression and the page.
+ */
+static void tc_canon_logical_compressed(struct kunit *test)
+{
+	struct extent_map em = tc_canon_em(MIB, 64 * 1024, 100 * MIB,
+					   16 * 1024, 32 * 1024);
+	u64 key = 0, key2 = 0, other = 0;
+	pgoff_t index;
+
+	em.ram_bytes = 128 * 1024;
+	em.flags |= EXTENT_FLAG_COMPRESS_ZSTD;
+	/* File offset MIB is byte 32 KiB of the decompressed extent. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_logical(&em, MIB, &key));
+	KUNIT_EXPECT_TRUE(test, tc_canon_key_compressed(key));
+	index = tc_canon_key_index(key);
+	KUNIT_EXPECT_EQ(test, tc_canon_zindex_bytenr(index), 100 * MIB);
+	KUNIT_EXPECT_EQ(test, tc_canon_zindex_len(index), 16 * 1024U);
+	KUNIT_EXPECT_EQ(test, tc_canon_zindex_type(index), (int)BTRFS_COMPRESS_ZSTD);
+	KUNIT_EXPECT_EQ(test, index - tc_canon_zindex_first(index),
+			(pgoff_t)(32 * 1024 / PAGE_SIZE));
+	/* The next page of the file: the next key. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_logical(&em, MIB + PAGE_SIZE, &key2));
+	KUNIT_EXPECT_EQ(test, key2, key + PAGE_SIZE);
+	KUNIT_EXPECT_FALSE(test, tc_canon_logical(&em, MIB + 64 * 1024, &key2));
+	/* Another claim about the extent names other pages. */
+	em.flags &= ~EXTENT_FLAG_COMPRESS_ZSTD;
+	em.flags |= EXTENT_FLAG_COMPRESS_ZLIB;
+	KUNIT_ASSERT_TRUE(test, tc_canon_logical(&em, MIB, &other));
+	KUNIT_EXPECT_NE(test, other, key);
+	em.flags &= ~EXTENT_FLAG_COMPRESS_ZLIB;
+	em.flags |= EXTENT_FLAG_COMPRESS_ZSTD;
+	em.disk_num_bytes = 20 * 1024;
+	KUNIT_ASSERT_TRUE(test, tc_canon_logical(&em, MIB, &other));
+	KUNIT_EXPECT_NE(test, other, key);
+	/* A regular extent's page never has a compressed key. */
+	em = tc_canon_em(MIB, MIB, 100 * MIB, 2 * MIB, 0);
+	KUNIT_ASSERT_TRUE(test, tc_canon_logical(&em, MIB, &other));
+	KUNIT_EXPECT_FALSE(test, tc_canon_key_compressed(other));
+}
+
+static void tc_canon_zkey_refuses(struct kunit *test)
+{
+	u64 key = 7;
+
+	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_LZO, 0, &key));
+	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(MIB, 128 * 1024, BTRFS_COMPRESS_ZLIB,
+					      128 * 1024 - PAGE_SIZE, &key));
+	key = 7;
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_NONE, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_NR_COMPRESS_TYPES, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 0, BTRFS_COMPRESS_ZSTD, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 132 * 1024, BTRFS_COMPRESS_ZSTD, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 6000, BTRFS_COMPRESS_ZSTD, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB + 512, 4096, BTRFS_COMPRESS_ZSTD, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 512, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(TC_CANON_Z_LIMIT, 4096, BTRFS_COMPRESS_ZSTD,
+					       0, &key));
+	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(TC_CANON_Z_LIMIT - 4096, 4096,
+					      BTRFS_COMPRESS_ZSTD, 0, &key));
+	/* The largest index still has a key below 2^63. */
+	KUNIT_EXPECT_LT(test, key, 1ULL << 63);
+}
+
+/*
+ * A range handed out reaches the pages of every compressed extent whose
+ * bytes on disk it meets: those that begin inside it, and those that
+ * begin up to 128 KiB before it.
+ */
+static void tc_canon_zrange_covers_extents_reaching_in(struct kunit *test)
+{
+	u64 start = 100 * MIB, len = 8192, key;
+	pgoff_t first, last;
+
+	KUNIT_ASSERT_TRUE(test, tc_canon_zrange(start, len, &first, &last));
+	/* Begins 124 KiB before, 128 KiB long: it reaches in. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start - 124 * 1024, 128 * 1024,
+					      BTRFS_COMPRESS_ZSTD, 0, &key));
+	KUNIT_EXPECT_GE(test, tc_canon_key_index(key), first);
+	/* Begins in the range's last sector, its last page. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start + 4096, 128 * 1024,
+					      BTRFS_COMPRESS_ZLIB,
+					      128 * 1024 - PAGE_SIZE, &key));
+	KUNIT_EXPECT_LE(test, tc_canon_key_index(key), last);
+	/* Begins 128 KiB before: it ends where the range begins. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start - 128 * 1024, 128 * 1024,
+					      BTRFS_COMPRESS_ZSTD, 0, &key));
+	KUNIT_EXPECT_LT(test, tc_canon_key_index(key), first);
+	/* Begins where the range ends. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start + len, 4096,
+					      BTRFS_COMPRESS_ZSTD, 0, &key));
+	KUNIT_EXPECT_GT(test, tc_canon_key_index(key), last);
+	/* At the start of the address space, and past the limit. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_zrange(4096, 4096, &first, &last));
+	KUNIT_EXPECT_EQ(test, first, 0UL);
+	KUNIT_EXPECT_FALSE(test, tc_canon_zrange(TC_CANON_Z_LIMIT, 4096, &first, &last));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zrange(start, 0, &first, &last));
 }
 
 static void tc_canon_scope_names(struct kunit *test)
@@ -105,14 +202,11 @@ struct tc_canon_test_scope {
 static struct tc_canon_test_scope *tc_canon_test_scope(struct kunit *test)
 {
 	struct tc_canon_test_scope *t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
-	struct inode *inode;
 
 	KUNIT_ASSERT_NOT_NULL(test, t);
 	INIT_LIST_HEAD(&t->cfs.scopes);
 	t->s.cfs = &t->cfs;
-	inode = tc_canon_new_inode(&t->s);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(inode));
-	t->s.inode = inode;
+	KUNIT_ASSERT_EQ(test, tc_canon_new_inodes(&t->s), 0);
 	list_add_tail_rcu(&t->s.node, &t->cfs.scopes);
 	return t;
 }
@@ -121,13 +215,15 @@ static void tc_canon_test_scope_free(struct tc_canon_test_scope *t)
 {
 	truncate_inode_pages_final(t->s.inode->i_mapping);
 	iput(t->s.inode);
+	truncate_inode_pages_final(t->s.zinode->i_mapping);
+	iput(t->s.zinode);
 }
 
-/* Put uptodate, unlocked pages at @first..@last. */
-static void tc_canon_fill(struct kunit *test, struct tc_canon_test_scope *t,
-			  pgoff_t first, pgoff_t last)
+/* Put uptodate, unlocked pages at @first..@last of @mapping. */
+static void tc_canon_fill_mapping(struct kunit *test,
+				  struct address_space *mapping,
+				  pgoff_t first, pgoff_t last)
 {
-	struct address_space *mapping = t->s.inode->i_mapping;
 	pgoff_t i;
 
 	for (i = first; i <= last; i++) {
@@ -142,6 +238,12 @@ static void tc_canon_fill(struct kunit *test, struct tc_canon_test_scope *t,
 	}
 	/* New folios wait in this CPU's LRU batch, with a reference. */
 	lru_add_drain();
+}
+
+static void tc_canon_fill(struct kunit *test, struct tc_canon_test_scope *t,
+			  pgoff_t first, pgoff_t last)
+{
+	tc_canon_fill_mapping(test, t->s.inode->i_mapping, first, last);
 }
 
 static bool tc_canon_has(struct tc_canon_test_scope *t, pgoff_t index)
@@ -180,6 +282,41 @@ static void tc_canon_reservation_drops_its_range(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic64_read(&t->s.invalidations), 3LL);
 	KUNIT_EXPECT_FALSE(test, tc_canon_unchanged(&t->s, gen));
 	KUNIT_EXPECT_TRUE(test, tc_canon_unchanged(&t->s, tc_canon_gen(&t->s)));
+	tc_canon_test_scope_free(t);
+}
+
+/* A reservation drops the compressed pages of extents it meets. */
+static void tc_canon_reservation_drops_compressed_pages(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	struct address_space *z = t->s.zinode->i_mapping;
+	pgoff_t near, far, inside;
+	struct folio *folio;
+	u64 key;
+
+	/* An extent 64 KiB before 100 MiB, one at 200 KiB before, one in. */
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(100 * MIB - 64 * 1024, 128 * 1024,
+					      BTRFS_COMPRESS_ZSTD, 0, &key));
+	near = tc_canon_key_index(key);
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(100 * MIB - 200 * 1024, 128 * 1024,
+					      BTRFS_COMPRESS_ZSTD, 0, &key));
+	far = tc_canon_key_index(key);
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(100 * MIB, 4096,
+					      BTRFS_COMPRESS_LZO, 0, &key));
+	inside = tc_canon_key_index(key);
+	tc_canon_fill_mapping(test, z, near, near + 3);
+	tc_canon_fill_mapping(test, z, far, far + 3);
+	tc_canon_fill_mapping(test, z, inside, inside);
+	tc_canon_fill(test, t, 0, 0);
+	tc_canon_forget_srcu(&t->cfs, 100 * MIB, 4096, true);
+	KUNIT_EXPECT_EQ(test, z->nrpages, 4UL);		/* the far extent's */
+	folio = filemap_get_folio(z, far);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(folio));
+	if (!IS_ERR(folio))
+		folio_put(folio);
+	KUNIT_EXPECT_TRUE(test, IS_ERR(filemap_get_folio(z, near)));
+	KUNIT_EXPECT_TRUE(test, tc_canon_has(t, 0));
+	KUNIT_EXPECT_EQ(test, atomic64_read(&t->s.invalidations), 5LL);
 	tc_canon_test_scope_free(t);
 }
 
@@ -322,8 +459,7 @@ static struct tc_canon_scope *tc_canon_dead_scope(struct kunit *test,
 
 	KUNIT_ASSERT_NOT_NULL(test, s);
 	s->cfs = &t->cfs;
-	s->inode = tc_canon_new_inode(s);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(s->inode));
+	KUNIT_ASSERT_EQ(test, tc_canon_new_inodes(s), 0);
 	mutex_lock(&tc_canon_mutex);
 	list_add_tail_rcu(&s->node, &t->cfs.scopes);
 	tc_canon_put_empty(&t->cfs, s, b);
@@ -471,8 +607,12 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_logical_regular),
 	KUNIT_CASE(tc_canon_logical_refuses),
 	KUNIT_CASE(tc_canon_logical_merged_map),
+	KUNIT_CASE(tc_canon_logical_compressed),
+	KUNIT_CASE(tc_canon_zkey_refuses),
+	KUNIT_CASE(tc_canon_zrange_covers_extents_reaching_in),
 	KUNIT_CASE(tc_canon_scope_names),
 	KUNIT_CASE(tc_canon_reservation_drops_its_range),
+	KUNIT_CASE(tc_canon_reservation_drops_compressed_pages),
 	KUNIT_CASE(tc_canon_unpin_skips_reads_in_flight),
 	KUNIT_CASE(tc_canon_reservation_marks_a_read_in_flight_stale),
 	KUNIT_CASE(tc_canon_unusable_pages_make_way_for_a_new_read),

@@ -23,6 +23,10 @@ O_DIRECT, truncates, punches, reflinks and dedupes (FIDEDUPERANGE, which
 shares a range when the bytes are the same) hit both sides of the shared
 extents.
 
+With TORTURE_COMPRESSIBLE=1 in the environment, every byte written is
+compressible (base64 of a seeded stream), so that a file system that
+compresses writes keeps making compressed extents.
+
 WORKERS (default 1) processes run at once, each pinned to its own CPU
 (vcpus.pin) and owning members w+1, w+1+WORKERS, ... with their own model,
 seed SEED+w and OPS/WORKERS operations: their files are their own, but the
@@ -31,6 +35,7 @@ so on an SMP guest aliasing, COW breaks, proofs and evictions of one
 member race those of another for real.
 """
 
+import base64
 import ctypes
 import fcntl
 import mmap
@@ -51,6 +56,16 @@ POSIX_FADV_DONTNEED = 4
 BLOCK = 4096
 libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+COMPRESSIBLE = os.environ.get("TORTURE_COMPRESSIBLE") == "1"
+
+
+def payload(rnd, n):
+    """n random bytes from rnd; compressible ones with TORTURE_COMPRESSIBLE."""
+    if not COMPRESSIBLE:
+        return rnd.randbytes(n)
+    return base64.b64encode(rnd.randbytes(n * 3 // 4 + 3))[:n]
 
 
 PROGRESS = 10000     # a progress line every so many operations of a worker
@@ -117,7 +132,7 @@ def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=F
             check(p, off, rnd.choice([1, 100, 4096, 8192, 65536]), "read")
         elif kind == "write":
             off = rnd.randrange(0, size0)
-            data = rnd.randbytes(rnd.choice([1, 512, 4096, 10000]))
+            data = payload(rnd, rnd.choice([1, 512, 4096, 10000]))
             os.pwrite(fds[p], data, off)
             end = off + len(data)
             if end > len(m):
@@ -128,7 +143,7 @@ def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=F
             with mmap.mmap(fds[p], size) as mm:
                 off = rnd.randrange(0, size - 64)
                 if kind == "mmap_write":
-                    data = rnd.randbytes(64)
+                    data = payload(rnd, 64)
                     mm[off:off + 64] = data
                     m[off:off + 64] = data
                 elif mm[off:off + 64] != bytes(m[off:off + 64]):
@@ -160,7 +175,7 @@ def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=F
             off = rnd.randrange(0, size0 // BLOCK) * BLOCK
             n = rnd.choice([BLOCK, 4 * BLOCK, 32 * BLOCK])
             for _ in range(2):
-                data = rnd.randbytes(n)
+                data = payload(rnd, n)
                 os.pwrite(fds[p], data, off)
                 if off + n > len(m):
                     m.extend(bytes(off + n - len(m)))
@@ -172,7 +187,7 @@ def torture(mnt, members, ops, seed, name="torture", extents=False, own_source=F
             off = rnd.randrange(0, size0 // BLOCK) * BLOCK
             n = rnd.choice([1, 4, 16]) * BLOCK
             buf = mmap.mmap(-1, n)
-            data = rnd.randbytes(n)
+            data = payload(rnd, n)
             buf[:] = data
             if os.pwrite(dfds[p], buf, off) != n:
                 raise OSError("short O_DIRECT write")

@@ -75,6 +75,22 @@ make_file() {
 	[ "$(stat -c %s "$1")" = "$(($2 << 20))" ] || die "short file $1"
 }
 
+# make_text PATH MIB SEED: compressible bytes (base64 of a seeded stream:
+# about 3/4 of the file on disk), different in every block.
+make_text() {
+	openssl enc -aes-128-ctr -nosalt -pass "pass:$3" -pbkdf2 -iter 1 \
+		-in <(head -c "$(( ($2 << 20) * 3 / 4 ))" /dev/zero) 2>/dev/null |
+		base64 -w 0 > "$1" || die "cannot write $1"
+	[ "$(stat -c %s "$1")" = "$(($2 << 20))" ] || die "short file $1"
+}
+
+# encoded_extents FILE: how many of its extents are compressed (filefrag
+# -v's "encoded" flag), and how many it has.
+encoded_extents() {
+	filefrag -v "$1" | awk '/^ *[0-9]+:/ { n++; if ($0 ~ /encoded/) e++ }
+		END { print e + 0, n + 0 }'
+}
+
 # json_kv KEY VALUE...: print a flat JSON object from key/value pairs
 # (numbers stay numbers, everything else is quoted).
 json_kv() {
