@@ -397,7 +397,7 @@ def test_reflinked_copies_of_compressed_files_share_one_decompressed_copy(lane):
     overwritten and truncated): every file reads its own bytes, before and
     after drop_caches and when shared again. Fails before compressed
     extents had canonical pages (they were read per file: 8x)."""
-    r = run_vm("tests/guest/share-extents-compressed.sh", "64" if lane == "x86" else "32",
+    r = run_vm("tests/guest/share-extents-compressed.sh", "64" if lane == "x86" else "16",
                **LANES[lane], disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^compressed: shared ([\d.]+)x memory ([\d.]+)x reads; "
