@@ -1341,8 +1341,9 @@ void tc_canon_release(struct tc_canon_scope *s)
 
 void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
 {
+	st->compressed_pages = READ_ONCE(s->zinode->i_mapping->nrpages);
 	st->pages = READ_ONCE(s->inode->i_mapping->nrpages) +
-		    READ_ONCE(s->zinode->i_mapping->nrpages);
+		    st->compressed_pages;
 	st->reads = atomic64_read(&s->reads);
 	st->read_failures = atomic64_read(&s->read_failures);
 	st->invalidations = atomic64_read(&s->invalidations);
@@ -1354,8 +1355,9 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
  * tc_canon_show - every scope, a line each, for sysfs
  * @buf: a sysfs page
  *
- * "<fsid> <scope> pages <n> reads <n> read_failures <n> invalidations <n>
- * aliased <n> resolved <n> subvolumes <id>... followed <id>...": the
+ * "<fsid> <scope> pages <n> compressed_pages <n> reads <n> read_failures
+ * <n> invalidations <n> aliased <n> resolved <n> subvolumes <id>...
+ * followed <id>...": the
  * subvolumes enabled, then those that followed their sources in (those
  * deleted leave first); what does not fit in the page is left out.
  *
@@ -1381,9 +1383,10 @@ ssize_t tc_canon_show(char *buf)
 
 			tc_canon_scope_stats(s, &st);
 			len += sysfs_emit_at(buf, len,
-					     "%pU %s pages %lu reads %llu read_failures %llu invalidations %llu aliased %llu resolved %llu subvolumes",
+					     "%pU %s pages %lu compressed_pages %lu reads %llu read_failures %llu invalidations %llu aliased %llu resolved %llu subvolumes",
 					     cfs->fs_info->fs_devices->fsid, s->name,
-					     st.pages, st.reads, st.read_failures,
+					     st.pages, st.compressed_pages, st.reads,
+					     st.read_failures,
 					     st.invalidations, st.aliased,
 					     st.resolved);
 			xa_for_each(&cfs->subvols, id, in)

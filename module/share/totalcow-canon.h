@@ -109,6 +109,7 @@ void tc_canon_count(struct tc_canon_scope *s, unsigned long aliased);
 /* What a scope holds and did, for sysfs. */
 struct tc_canon_stats {
 	unsigned long pages;
+	unsigned long compressed_pages;	/* of them, compressed extents' */
 	u64 reads;
 	u64 read_failures;
 	u64 invalidations;

@@ -83,6 +83,10 @@ for z in lzo zlib; do
 	done
 done
 [ "$(scope_field default read_failures)" = 0 ] || die "canonical reads failed: $(cat $x/scopes)"
+# The last file's pages (drop_caches took the others'), all in the
+# compressed extents' mapping.
+[ "$(scope_field default compressed_pages)" -ge $((bytes / 4096)) ] ||
+	die "the pages are not in the compressed mapping: $(cat $x/scopes)"
 echo "scopes: $(cat $x/scopes)"
 
 # Writes on both sides, with every copy's pages shared in memory.
