@@ -54,16 +54,17 @@ static_assert(BTRFS_NR_COMPRESS_TYPES <= 4);
  * @disk_bytenr: the extent's logical address
  * @disk_len: its length on disk
  * @type: its compression (BTRFS_COMPRESS_*)
+ * @ram_bytes: its decompressed length
  * @offset: the page's offset into the extent's decompressed bytes
  * @key: set to the page's key
  *
  * Return: false if the page has none: @offset is not a page into the
- * extent, or the extent is not one btrfs writes (longer than
- * TC_CANON_Z_MAX, not 4 KiB aligned, an unknown compression), or lies at
- * or past TC_CANON_Z_LIMIT.
+ * extent's decompressed bytes, or the extent is not one btrfs writes
+ * (longer than TC_CANON_Z_MAX on disk or decompressed, not 4 KiB aligned,
+ * an unknown compression), or lies at or past TC_CANON_Z_LIMIT.
  */
-bool tc_canon_zkey(u64 disk_bytenr, u64 disk_len, int type, u64 offset,
-		   u64 *key)
+bool tc_canon_zkey(u64 disk_bytenr, u64 disk_len, int type, u64 ram_bytes,
+		   u64 offset, u64 *key)
 {
 	u64 index;
 
@@ -71,12 +72,13 @@ bool tc_canon_zkey(u64 disk_bytenr, u64 disk_len, int type, u64 offset,
 	    !disk_len || disk_len > TC_CANON_Z_MAX ||
 	    !IS_ALIGNED(disk_len, SZ_4K) || !IS_ALIGNED(disk_bytenr, SZ_4K) ||
 	    disk_bytenr >= TC_CANON_Z_LIMIT || !PAGE_ALIGNED(offset) ||
-	    offset >= TC_CANON_Z_MAX)
+	    !ram_bytes || ram_bytes > TC_CANON_Z_MAX || offset >= ram_bytes)
 		return false;
 	index = disk_bytenr |
 		((disk_len / SZ_4K - 1) << TC_CANON_Z_LEN_SHIFT) |
 		((u64)type << TC_CANON_Z_TYPE_SHIFT) | (offset >> PAGE_SHIFT);
-	*key = (index << PAGE_SHIFT) | TC_CANON_KEY_Z;
+	*key = (index << PAGE_SHIFT) |
+	       ((DIV_ROUND_UP(ram_bytes, PAGE_SIZE) - 1) << 1) | TC_CANON_KEY_Z;
 	return true;
 }
 

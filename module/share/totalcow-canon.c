@@ -163,7 +163,7 @@ bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical)
 	/* Compressed maps are never merged: @em is one extent item's. */
 	if (extent_map_is_compressed(em))
 		return tc_canon_zkey(em->disk_bytenr, em->disk_num_bytes,
-				     extent_map_compression(em),
+				     extent_map_compression(em), em->ram_bytes,
 				     em->offset + (pos - em->start), logical);
 	l = btrfs_extent_map_block_start(em) + (pos - em->start);
 	if (!PAGE_ALIGNED(l))

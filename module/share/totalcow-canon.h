@@ -30,7 +30,9 @@ struct tc_lineage;
  * every compressed extent has its own, and a claim about an extent (its
  * length, its compression) that differs names other pages, never the
  * same ones with other bytes. Adjacent pages of an extent have adjacent
- * keys, as adjacent pages of a regular extent do.
+ * keys, as adjacent pages of a regular extent do. Bits 1-5 of such a key
+ * (not of the index) hold the extent's decompressed length in pages less
+ * one, so that a read can take the whole extent at once.
  */
 #define TC_CANON_KEY_Z		1ULL
 #define TC_CANON_Z_MAX		SZ_128K		/* BTRFS_MAX_COMPRESSED */
@@ -73,8 +75,14 @@ static inline pgoff_t tc_canon_zindex_first(pgoff_t index)
 	return index & ~(pgoff_t)((1 << TC_CANON_Z_PAGE_BITS) - 1);
 }
 
-bool tc_canon_zkey(u64 disk_bytenr, u64 disk_len, int type, u64 offset,
-		   u64 *key);
+/* How many pages of decompressed bytes the extent of @key has. */
+static inline unsigned int tc_canon_key_zpages(u64 key)
+{
+	return ((key >> 1) & 31) + 1;
+}
+
+bool tc_canon_zkey(u64 disk_bytenr, u64 disk_len, int type, u64 ram_bytes,
+		   u64 offset, u64 *key);
 bool tc_canon_zrange(u64 start, u64 len, pgoff_t *first, pgoff_t *last);
 
 /* Scopes: a name of at most this many bytes ([a-zA-Z0-9_.-]). */

@@ -50,9 +50,40 @@
 #define TC_EXTENT_WINDOW	(2 * PAGE_ALIAS_BLOCK)
 
 /*
+ * Start the read of every decompressed page of the compressed extent of
+ * slot @i's key, and of the slots of the window from @i on in the same
+ * extent, set in @added those whose read it started. A read decompresses
+ * the extent into the pages it reads: the whole extent at once is one
+ * read of it, where the window's edge would otherwise make two.
+ *
+ * Return: the first slot after them.
+ */
+static unsigned long tc_extent_zread(struct tc_canon_scope *s,
+				     const u64 *logicals,
+				     const unsigned long *want,
+				     unsigned long nr, unsigned long i,
+				     unsigned long *added)
+{
+	DECLARE_BITMAP(run_added, TC_EXTENT_WINDOW);
+	pgoff_t first = tc_canon_zindex_first(tc_canon_key_index(logicals[i]));
+	unsigned long j;
+
+	tc_canon_readahead(s, logicals[i] -
+			   ((tc_canon_key_index(logicals[i]) - first) << PAGE_SHIFT),
+			   tc_canon_key_zpages(logicals[i]), run_added);
+	for (j = i; j < nr && test_bit(j, want) &&
+	     tc_canon_key_compressed(logicals[j]) &&
+	     tc_canon_zindex_first(tc_canon_key_index(logicals[j])) == first; j++)
+		if (test_bit(tc_canon_key_index(logicals[j]) - first, run_added))
+			__set_bit(j, added);
+	return j;
+}
+
+/*
  * Start the reads of the canonical pages of the slots in @want, a run of
- * adjacent logical addresses at a time; set in @added the slots whose
- * read this call started.
+ * adjacent logical addresses at a time (a compressed extent at a time:
+ * tc_extent_zread()); set in @added the slots whose read this call
+ * started.
  */
 static void tc_extent_read(struct tc_canon_scope *s, const u64 *logicals,
 			   const unsigned long *want, unsigned long nr,
@@ -64,6 +95,10 @@ static void tc_extent_read(struct tc_canon_scope *s, const u64 *logicals,
 	bitmap_zero(added, nr);
 	for (i = find_first_bit(want, nr); i < nr;
 	     i = find_next_bit(want, nr, run)) {
+		if (tc_canon_key_compressed(logicals[i])) {
+			run = tc_extent_zread(s, logicals, want, nr, i, added);
+			continue;
+		}
 		for (run = i + 1; run < nr && test_bit(run, want) &&
 		     logicals[run] == logicals[run - 1] + PAGE_SIZE; run++)
 			;

@@ -99,6 +99,7 @@ static void tc_canon_logical_compressed(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, tc_canon_zindex_type(index), (int)BTRFS_COMPRESS_ZSTD);
 	KUNIT_EXPECT_EQ(test, index - tc_canon_zindex_first(index),
 			(pgoff_t)(32 * 1024 / PAGE_SIZE));
+	KUNIT_EXPECT_EQ(test, tc_canon_key_zpages(key), 128 * 1024 / PAGE_SIZE);
 	/* The next page of the file: the next key. */
 	KUNIT_ASSERT_TRUE(test, tc_canon_logical(&em, MIB + PAGE_SIZE, &key2));
 	KUNIT_EXPECT_EQ(test, key2, key + PAGE_SIZE);
@@ -123,22 +124,29 @@ static void tc_canon_zkey_refuses(struct kunit *test)
 {
 	u64 key = 7;
 
-	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_LZO, 0, &key));
-	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(MIB, 128 * 1024, BTRFS_COMPRESS_ZLIB,
+	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_LZO, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(MIB, 128 * 1024, BTRFS_COMPRESS_ZLIB, 128 * 1024,
 					      128 * 1024 - PAGE_SIZE, &key));
 	key = 7;
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_NONE, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_NR_COMPRESS_TYPES, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 0, BTRFS_COMPRESS_ZSTD, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 132 * 1024, BTRFS_COMPRESS_ZSTD, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 6000, BTRFS_COMPRESS_ZSTD, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB + 512, 4096, BTRFS_COMPRESS_ZSTD, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 512, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(TC_CANON_Z_LIMIT, 4096, BTRFS_COMPRESS_ZSTD,
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_NONE, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_NR_COMPRESS_TYPES, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 0, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 132 * 1024, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 6000, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB + 512, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024,
+					       128 * 1024, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024, 512, &key));
+	/* The decompressed length: known, at most 128 KiB, past the page. */
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 0, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 132 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 8192, 8192, &key));
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 8192, 4096, &key));
+	KUNIT_EXPECT_EQ(test, tc_canon_key_zpages(key), DIV_ROUND_UP(8192U, PAGE_SIZE));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(TC_CANON_Z_LIMIT, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024,
 					       0, &key));
 	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(TC_CANON_Z_LIMIT - 4096, 4096,
-					      BTRFS_COMPRESS_ZSTD, 0, &key));
+					      BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
 	/* The largest index still has a key below 2^63. */
 	KUNIT_EXPECT_LT(test, key, 1ULL << 63);
 }
@@ -156,20 +164,20 @@ static void tc_canon_zrange_covers_extents_reaching_in(struct kunit *test)
 	KUNIT_ASSERT_TRUE(test, tc_canon_zrange(start, len, &first, &last));
 	/* Begins 124 KiB before, 128 KiB long: it reaches in. */
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start - 124 * 1024, 128 * 1024,
-					      BTRFS_COMPRESS_ZSTD, 0, &key));
+					      BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
 	KUNIT_EXPECT_GE(test, tc_canon_key_index(key), first);
 	/* Begins in the range's last sector, its last page. */
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start + 4096, 128 * 1024,
-					      BTRFS_COMPRESS_ZLIB,
+					      BTRFS_COMPRESS_ZLIB, 128 * 1024,
 					      128 * 1024 - PAGE_SIZE, &key));
 	KUNIT_EXPECT_LE(test, tc_canon_key_index(key), last);
 	/* Begins 128 KiB before: it ends where the range begins. */
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start - 128 * 1024, 128 * 1024,
-					      BTRFS_COMPRESS_ZSTD, 0, &key));
+					      BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
 	KUNIT_EXPECT_LT(test, tc_canon_key_index(key), first);
 	/* Begins where the range ends. */
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(start + len, 4096,
-					      BTRFS_COMPRESS_ZSTD, 0, &key));
+					      BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
 	KUNIT_EXPECT_GT(test, tc_canon_key_index(key), last);
 	/* At the start of the address space, and past the limit. */
 	KUNIT_ASSERT_TRUE(test, tc_canon_zrange(4096, 4096, &first, &last));
@@ -296,13 +304,13 @@ static void tc_canon_reservation_drops_compressed_pages(struct kunit *test)
 
 	/* An extent 64 KiB before 100 MiB, one at 200 KiB before, one in. */
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(100 * MIB - 64 * 1024, 128 * 1024,
-					      BTRFS_COMPRESS_ZSTD, 0, &key));
+					      BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
 	near = tc_canon_key_index(key);
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(100 * MIB - 200 * 1024, 128 * 1024,
-					      BTRFS_COMPRESS_ZSTD, 0, &key));
+					      BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
 	far = tc_canon_key_index(key);
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(100 * MIB, 4096,
-					      BTRFS_COMPRESS_LZO, 0, &key));
+					      BTRFS_COMPRESS_LZO, 128 * 1024, 0, &key));
 	inside = tc_canon_key_index(key);
 	tc_canon_fill_mapping(test, z, near, near + 3);
 	tc_canon_fill_mapping(test, z, far, far + 3);
