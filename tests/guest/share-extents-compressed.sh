@@ -12,9 +12,10 @@
 # 2. The same for a file written with lzo and one with zlib, 4 copies
 #    each (btrfs property compression): every copy's bytes, and aliases.
 # 3. Writes on both sides after the copies were read: the original in
-#    place (a page, a partial page, through a shared mapping), a copy
-#    overwritten and truncated: every file reads its own bytes, before
-#    and after drop_caches, and when shared again.
+#    place (a page, a partial page, a run across a block, through a
+#    shared mapping), a copy overwritten and truncated: every file
+#    reads its own bytes, before and after drop_caches, and when shared
+#    again.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 mib=${1:-32}
 x=/sys/kernel/mm/totalcow/extents
@@ -91,17 +92,7 @@ echo "scopes: $(cat $x/scopes)"
 
 # Writes on both sides, with every copy's pages shared in memory.
 for f in "${copies[@]}"; do cat "$f" > /dev/null; done
-dd if=/dev/urandom of=$mnt/c/orig bs=4096 seek=3 count=1 conv=notrunc status=none
-dd if=/dev/urandom of=$mnt/c/orig bs=100 seek=4097 count=3 conv=notrunc status=none
-python3 - "$mnt/c/orig" <<'EOF'
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-m = mmap.mmap(fd, 1 << 20)
-m[8192 * 16:8192 * 16 + 5] = b"mmap!"
-m.flush()
-m.close()
-os.close(fd)
-EOF
+write_in_place $mnt/c/orig
 dd if=/dev/urandom of=$mnt/c/c2 bs=64K count=3 seek=1 conv=notrunc status=none
 truncate -s $((bytes / 2 + 1234)) $mnt/c/c3
 truncate -s $bytes $mnt/c/c3

@@ -77,18 +77,7 @@ echo "scopes: $(cat $x/scopes)"
 for f in "${copies[@]}" "${snaps[@]}"; do cat "$f" > /dev/null; done
 # The original, in place (its extent is the copies'): a page, a partial
 # page, a run across a block, then through a shared mapping.
-dd if=/dev/urandom of=$mnt/copies/orig bs=4096 seek=3 count=1 conv=notrunc status=none
-dd if=/dev/urandom of=$mnt/copies/orig bs=100 seek=4097 count=3 conv=notrunc status=none
-dd if=/dev/urandom of=$mnt/copies/orig bs=4096 seek=60 count=10 conv=notrunc status=none
-python3 - "$mnt/copies/orig" <<'EOF'
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-m = mmap.mmap(fd, 1 << 20)
-m[8192 * 16:8192 * 16 + 5] = b"mmap!"
-m.flush()
-m.close()
-os.close(fd)
-EOF
+write_in_place $mnt/copies/orig
 # A copy: overwritten at its start, truncated, extended.
 dd if=/dev/urandom of=$mnt/copies/c2 bs=1M count=1 conv=notrunc status=none
 truncate -s $((bytes / 2 + 1234)) $mnt/copies/c3

@@ -91,6 +91,24 @@ encoded_extents() {
 		END { print e + 0, n + 0 }'
 }
 
+# write_in_place FILE: write a file of at least 1 MiB in place, the ways
+# that break shared pages: a page, a partial page across a page boundary,
+# a run across a block, and through a shared mapping.
+write_in_place() {
+	dd if=/dev/urandom of="$1" bs=4096 seek=3 count=1 conv=notrunc status=none
+	dd if=/dev/urandom of="$1" bs=100 seek=4097 count=3 conv=notrunc status=none
+	dd if=/dev/urandom of="$1" bs=4096 seek=60 count=10 conv=notrunc status=none
+	python3 - "$1" <<'EOF'
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 1 << 20)
+m[8192 * 16:8192 * 16 + 5] = b"mmap!"
+m.flush()
+m.close()
+os.close(fd)
+EOF
+}
+
 # json_kv KEY VALUE...: print a flat JSON object from key/value pairs
 # (numbers stay numbers, everything else is quoted).
 json_kv() {
