@@ -235,9 +235,10 @@ static void tc_canon_zread(struct tc_canon_scope *s, struct folio **out,
 	smp_mb();
 	if (!IS_ALIGNED(logical | len, fs_info->sectorsize))
 		goto fail;
+	/* Charged, as the pages read, to the reader whose miss reads them. */
 	io = kzalloc(struct_size(io, csums,
 				 (len >> fs_info->sectorsize_bits) * fs_info->csum_size),
-		     GFP_NOFS);
+		     GFP_NOFS | __GFP_ACCOUNT);
 	if (!io)
 		goto fail;
 	io->s = s;
@@ -266,7 +267,7 @@ static void tc_canon_zread(struct tc_canon_scope *s, struct folio **out,
 	if (ret < 0 || !bitmap_full(found, len >> fs_info->sectorsize_bits))
 		goto free;
 	for (i = 0; i < io->nr_in; i++) {
-		io->in[i] = folio_alloc(GFP_NOFS, 0);
+		io->in[i] = folio_alloc(GFP_NOFS | __GFP_ACCOUNT, 0);
 		if (!io->in[i])
 			goto free;
 	}
