@@ -128,23 +128,30 @@ static void tc_canon_zkey_refuses(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(MIB, 128 * 1024, BTRFS_COMPRESS_ZLIB, 128 * 1024,
 					      128 * 1024 - PAGE_SIZE, &key));
 	key = 7;
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_NONE, 128 * 1024, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_NR_COMPRESS_TYPES, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_NONE,
+					       128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_NR_COMPRESS_TYPES,
+					       128 * 1024, 0, &key));
 	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 0, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 132 * 1024, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 6000, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB + 512, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 132 * 1024, BTRFS_COMPRESS_ZSTD,
+					       128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 6000, BTRFS_COMPRESS_ZSTD,
+					       128 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB + 512, 4096, BTRFS_COMPRESS_ZSTD,
+					       128 * 1024, 0, &key));
 	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024,
 					       128 * 1024, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024, 512, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD,
+					       128 * 1024, 512, &key));
 	/* The decompressed length: known, at most 128 KiB, past the page. */
 	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 0, 0, &key));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 132 * 1024, 0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD,
+					       132 * 1024, 0, &key));
 	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 8192, 8192, &key));
 	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(MIB, 4096, BTRFS_COMPRESS_ZSTD, 8192, 4096, &key));
 	KUNIT_EXPECT_EQ(test, tc_canon_key_zpages(key), DIV_ROUND_UP(8192U, PAGE_SIZE));
-	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(TC_CANON_Z_LIMIT, 4096, BTRFS_COMPRESS_ZSTD, 128 * 1024,
-					       0, &key));
+	KUNIT_EXPECT_FALSE(test, tc_canon_zkey(TC_CANON_Z_LIMIT, 4096, BTRFS_COMPRESS_ZSTD,
+					       128 * 1024, 0, &key));
 	KUNIT_EXPECT_TRUE(test, tc_canon_zkey(TC_CANON_Z_LIMIT - 4096, 4096,
 					      BTRFS_COMPRESS_ZSTD, 128 * 1024, 0, &key));
 	/* The largest index still has a key below 2^63. */
