@@ -68,6 +68,8 @@ static unsigned long tc_extent_zread(struct tc_canon_scope *s,
 	pgoff_t first = tc_canon_zindex_first(tc_canon_key_index(logicals[i]));
 	unsigned long j;
 
+	/* Readahead sets the extent's bits; a later slot's claim may be longer. */
+	bitmap_zero(run_added, TC_EXTENT_WINDOW);
 	tc_canon_readahead(s, logicals[i] -
 			   ((tc_canon_key_index(logicals[i]) - first) << PAGE_SHIFT),
 			   tc_canon_key_zpages(logicals[i]), run_added);
