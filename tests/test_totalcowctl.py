@@ -598,10 +598,11 @@ def fake_extents(tmp_path, monkeypatch):
     base = tmp_path / "sysfs"
     (base / "extents").mkdir(parents=True)
     (base / "extents" / "scopes").write_text(
-        "e75ad9e5-6a78-4656-a494-a2eebb892d3d default pages 4096 reads 4096 read_failures 0 "
-        "invalidations 3 aliased 8192 resolved 9000 subvolumes 5 257 followed 300 301\n"
-        "e75ad9e5-6a78-4656-a494-a2eebb892d3d tenant-b pages 0 reads 0 read_failures 1 "
-        "invalidations 0 aliased 0 resolved 0 subvolumes 258 followed\n")
+        "e75ad9e5-6a78-4656-a494-a2eebb892d3d default pages 4096 compressed_pages 1024 "
+        "reads 4096 read_failures 0 invalidations 3 aliased 8192 resolved 9000 "
+        "subvolumes 5 257 followed 300 301\n"
+        "e75ad9e5-6a78-4656-a494-a2eebb892d3d tenant-b pages 0 compressed_pages 0 "
+        "reads 0 read_failures 1 invalidations 0 aliased 0 resolved 0 subvolumes 258 followed\n")
     monkeypatch.setattr(extents, "SYSFS", str(base))
     state = {"written": [], "refuse": {}}
     real_open = open
@@ -681,9 +682,9 @@ def test_extents_disable_of_a_subvolume_not_in_the_scope(fake_extents, tmp_path,
 def test_extents_list_reads_the_kernels_scopes(fake_extents, capsys):
     assert cli.main(["extents", "list", "--json"]) == EX_OK
     ss = json.loads(capsys.readouterr().out)
-    assert [(s["scope"], s["subvolumes"], s["followed"], s["pages"], s["aliased"])
-            for s in ss] == \
-        [("default", [5, 257], [300, 301], 4096, 8192), ("tenant-b", [258], [], 0, 0)]
+    assert [(s["scope"], s["subvolumes"], s["followed"], s["pages"], s["compressed_pages"],
+             s["aliased"]) for s in ss] == \
+        [("default", [5, 257], [300, 301], 4096, 1024, 8192), ("tenant-b", [258], [], 0, 0, 0)]
     assert cli.main(["extents", "list"]) == EX_OK
     out = capsys.readouterr().out.splitlines()
     assert out[0].split("\t")[1:5] == ["default", "subvolumes 5,257", "followed 300,301",
