@@ -599,10 +599,12 @@ def fake_extents(tmp_path, monkeypatch):
     (base / "extents").mkdir(parents=True)
     (base / "extents" / "scopes").write_text(
         "e75ad9e5-6a78-4656-a494-a2eebb892d3d default pages 4096 compressed_pages 1024 "
-        "reads 4096 read_failures 0 invalidations 3 aliased 8192 resolved 9000 "
+        "reads 4096 read_failures 0 invalidations 3 aliased 8192 resolved 9000 mmaps_shared 2 "
+        "mmaps_private 1 "
         "subvolumes 5 257 followed 300 301\n"
         "e75ad9e5-6a78-4656-a494-a2eebb892d3d tenant-b pages 0 compressed_pages 0 "
-        "reads 0 read_failures 1 invalidations 0 aliased 0 resolved 0 subvolumes 258 followed\n")
+        "reads 0 read_failures 1 invalidations 0 aliased 0 resolved 0 mmaps_shared 0 "
+        "mmaps_private 0 subvolumes 258 followed\n")
     monkeypatch.setattr(extents, "SYSFS", str(base))
     state = {"written": [], "refuse": {}}
     real_open = open

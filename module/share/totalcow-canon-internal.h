@@ -62,6 +62,10 @@ struct tc_canon_scope {
 	atomic64_t invalidations;
 	atomic64_t aliased;
 	atomic64_t resolved;
+	/* Private mappings of its files: mapping a clone, or their own. */
+	atomic64_t mmaps_shared;
+	atomic64_t mmaps_private;
+	u64 id;				/* never reused (clones name it) */
 	char name[TC_CANON_SCOPE_NAME_MAX + 1];
 };
 

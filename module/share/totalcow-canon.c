@@ -65,6 +65,7 @@
 #include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
 #include "totalcow-canon-internal.h"
+#include "totalcow-extent-mmap.h"
 #include "totalcow-reader-hold.h"
 
 #define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
@@ -620,6 +621,62 @@ void tc_canon_count(struct tc_canon_scope *s, unsigned long aliased)
 		atomic64_add(aliased, &s->aliased);
 }
 
+void tc_canon_count_mmap(struct tc_canon_scope *s, bool shared)
+{
+	atomic64_inc(shared ? &s->mmaps_shared : &s->mmaps_private);
+}
+
+u64 tc_canon_scope_id(struct tc_canon_scope *s)
+{
+	return s->id;
+}
+
+/**
+ * tc_canon_cached_keys - the keys of a file's pages, from its cached maps
+ * @inode: a btrfs file
+ * @index: the first page
+ * @nr: how many
+ * @keys: gets each page's key (tc_canon_logical())
+ *
+ * Like tc_canon_prove(), but only from maps in the extent map cache, as
+ * tc_canon_folios() resolves aliases, and without the extent lock: a
+ * range being read (whose lock a read holds until its I/O completes) is
+ * answered too. The cache is what the file's extents are now; a clone,
+ * dedupe or relocation drops the maps it replaces. Checksum-less,
+ * nodatacow and fs-verity files have none.
+ *
+ * Return: how many pages from @index have a key.
+ */
+unsigned long tc_canon_cached_keys(struct inode *inode, pgoff_t index,
+				   unsigned long nr, u64 *keys)
+{
+	struct extent_map_tree *tree = &BTRFS_I(inode)->extent_tree;
+	struct extent_map *em = NULL;
+	unsigned long n;
+
+	if (IS_VERITY(inode) || (BTRFS_I(inode)->flags &
+				 (BTRFS_INODE_NODATASUM | BTRFS_INODE_NODATACOW)))
+		return 0;
+	for (n = 0; n < nr; n++) {
+		u64 pos = ((u64)index + n) << PAGE_SHIFT;
+
+		if (!em || pos + PAGE_SIZE > btrfs_extent_map_end(em)) {
+			if (em)
+				btrfs_free_extent_map(em);
+			read_lock(&tree->lock);
+			em = lookup_extent_mapping(tree, pos, PAGE_SIZE);
+			read_unlock(&tree->lock);
+			if (!em)
+				break;
+		}
+		if (!tc_canon_logical(em, pos, &keys[n]))
+			break;
+	}
+	if (em)
+		btrfs_free_extent_map(em);
+	return n;
+}
+
 /*
  * Drop the pages of [@start, @start + @len) from every scope. A
  * reservation (@wait) bumps the generation first and waits for reads of
@@ -876,15 +933,18 @@ static bool tc_canon_fs_dying(struct btrfs_fs_info *fs_info)
 }
 
 /*
- * Unmount starts: every read of the file system's scopes ends first. A
- * file system that has no canonical state, and none being freed, returns
- * at once.
+ * Unmount starts: clones of its files that no mapping uses are deleted
+ * (totalcow-extent-mmap.c), and every read of the file system's scopes
+ * ends first. A file system that has no canonical state, and none being
+ * freed, returns at once.
  */
 static void tc_canon_hook_close(struct btrfs_fs_info *fs_info)
 {
 	struct tc_canon_burial burial = { };
 	struct tc_canon_fs *cfs;
 
+	/* Clones of its files no mapping uses: whatever became of the scopes. */
+	tc_extent_clone_close(fs_info->sb);
 	mutex_lock(&tc_canon_mutex);
 	cfs = tc_canon_fs_of(fs_info);
 	if (cfs)
@@ -910,6 +970,16 @@ tc_canon_new_inode(struct tc_canon_scope *s,
 
 	if (IS_ERR(inode))
 		return inode;
+	/*
+	 * On its super block's list, as new_inode() puts a file's inode:
+	 * drop_caches walks that list, so an admin's "echo 1" drops clean
+	 * canonical pages as it drops every file's. That is what reclaim
+	 * does already (aliases hold no reference: a dropped page is a miss
+	 * that reads again); the aops have no ->release_folio or
+	 * ->free_folio, so an invalidation running with its own reference
+	 * after the scope is freed never touches i_private.
+	 */
+	inode_sb_list_add(inode);
 	inode->i_private = s;
 	inode->i_size = MAX_LFS_FILESIZE;
 	mapping = inode->i_mapping;
@@ -955,6 +1025,8 @@ static struct tc_canon_fs *tc_canon_fs_new(struct btrfs_fs_info *fs_info)
 	return cfs;
 }
 
+static atomic64_t tc_canon_scope_ids = ATOMIC64_INIT(0);
+
 /* A new scope of @cfs, with its canonical mapping; tc_canon_mutex held. */
 static struct tc_canon_scope *tc_canon_scope_new(struct tc_canon_fs *cfs,
 						 const char *name)
@@ -964,6 +1036,7 @@ static struct tc_canon_scope *tc_canon_scope_new(struct tc_canon_fs *cfs,
 	if (!s)
 		return NULL;
 	strscpy(s->name, name, sizeof(s->name));
+	s->id = atomic64_inc_return(&tc_canon_scope_ids);
 	if (tc_canon_new_inodes(s)) {
 		kfree(s);
 		return NULL;
@@ -1349,6 +1422,8 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
 	st->invalidations = atomic64_read(&s->invalidations);
 	st->aliased = atomic64_read(&s->aliased);
 	st->resolved = atomic64_read(&s->resolved);
+	st->mmaps_shared = atomic64_read(&s->mmaps_shared);
+	st->mmaps_private = atomic64_read(&s->mmaps_private);
 }
 
 /**
@@ -1356,7 +1431,8 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
  * @buf: a sysfs page
  *
  * "<fsid> <scope> pages <n> compressed_pages <n> reads <n> read_failures
- * <n> invalidations <n> aliased <n> resolved <n> subvolumes <id>...
+ * <n> invalidations <n> aliased <n> resolved <n> mmaps_shared <n>
+ * mmaps_private <n> subvolumes <id>...
  * followed <id>...": the
  * subvolumes enabled, then those that followed their sources in (those
  * deleted leave first); what does not fit in the page is left out.
@@ -1383,12 +1459,13 @@ ssize_t tc_canon_show(char *buf)
 
 			tc_canon_scope_stats(s, &st);
 			len += sysfs_emit_at(buf, len,
-					     "%pU %s pages %lu compressed_pages %lu reads %llu read_failures %llu invalidations %llu aliased %llu resolved %llu subvolumes",
+					     "%pU %s pages %lu compressed_pages %lu reads %llu read_failures %llu invalidations %llu aliased %llu resolved %llu mmaps_shared %llu mmaps_private %llu subvolumes",
 					     cfs->fs_info->fs_devices->fsid, s->name,
 					     st.pages, st.compressed_pages, st.reads,
 					     st.read_failures,
 					     st.invalidations, st.aliased,
-					     st.resolved);
+					     st.resolved, st.mmaps_shared,
+					     st.mmaps_private);
 			xa_for_each(&cfs->subvols, id, in)
 				if (in == s &&
 				    !xa_get_mark(&cfs->subvols, id,

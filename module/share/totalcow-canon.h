@@ -113,6 +113,10 @@ void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 struct address_space *tc_canon_mapping(struct tc_canon_scope *s, u64 key);
 bool tc_canon_page_usable(struct folio *folio);
 void tc_canon_count(struct tc_canon_scope *s, unsigned long aliased);
+void tc_canon_count_mmap(struct tc_canon_scope *s, bool shared);
+u64 tc_canon_scope_id(struct tc_canon_scope *s);
+unsigned long tc_canon_cached_keys(struct inode *inode, pgoff_t index,
+				   unsigned long nr, u64 *keys);
 
 /* What a scope holds and did, for sysfs. */
 struct tc_canon_stats {
@@ -123,6 +127,8 @@ struct tc_canon_stats {
 	u64 invalidations;
 	u64 aliased;	/* file pages aliased to the scope's pages */
 	u64 resolved;	/* aliases resolved to them by reads */
+	u64 mmaps_shared;	/* private mappings that map a clone */
+	u64 mmaps_private;	/* and those that map their own file */
 };
 
 void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st);

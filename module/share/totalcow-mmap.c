@@ -19,6 +19,7 @@
 #include <linux/spinlock.h>
 
 #include "totalcow-bind.h"
+#include "totalcow-extent-mmap.h"
 #include "totalcow-group.h"
 #include "totalcow-mmap.h"
 
@@ -32,13 +33,16 @@
  * Each also keeps the member file that was mapped (@user) and the
  * member's i_version its proof saw: when the member is truncated, its
  * mappings map @user from then on (tc_size_changed()), as a mapping of a
- * plain file would. @dropped: that was done or is being done.
+ * plain file would. @dropped: that was done or is being done. A backing
+ * file of a clone (totalcow-extent-mmap.c) holds a user of @clone instead
+ * of a write denial: nobody can write a clone.
  */
 struct tc_alias_file {
 	struct hlist_node node;		/* in tc_alias_files, by @file */
 	struct hlist_node inode_node;	/* in tc_alias_inodes, by member inode */
 	struct file *file;
 	struct file *user;
+	struct tc_clone *clone;		/* or NULL: @file is a template's */
 	u64 version;
 	bool dropped;
 };
@@ -47,8 +51,12 @@ static DEFINE_HASHTABLE(tc_alias_files, 10);
 static DEFINE_HASHTABLE(tc_alias_inodes, 10);
 static DEFINE_SPINLOCK(tc_alias_files_lock);
 
-static int tc_alias_file_add(struct file *alias, struct file *user,
-			     u64 version)
+/*
+ * Keep @alias, handed out for a mapping of @user whose proof saw
+ * @version; on success, the record holds the caller's user of @clone.
+ */
+int tc_mmap_track(struct file *alias, struct file *user, u64 version,
+		  struct tc_clone *clone)
 {
 	struct tc_alias_file *af = kmalloc(sizeof(*af), GFP_KERNEL_ACCOUNT);
 
@@ -56,6 +64,7 @@ static int tc_alias_file_add(struct file *alias, struct file *user,
 		return -ENOMEM;
 	af->file = alias;
 	af->user = get_file(user);
+	af->clone = clone;
 	af->version = version;
 	af->dropped = false;
 	spin_lock(&tc_alias_files_lock);
@@ -83,7 +92,10 @@ void tc_backing_release(struct file *file)
 	spin_unlock(&tc_alias_files_lock);
 	if (!found)
 		return;		/* overlayfs', fuse's, or one we did not keep */
-	allow_write_access(file);
+	if (found->clone)
+		tc_extent_clone_put(found->clone);
+	else
+		allow_write_access(file);
 	fput(found->user);
 	kfree(found);
 }
@@ -205,8 +217,9 @@ struct file *tc_mmap_file(struct file *file, unsigned long prot)
 	tf = tc_file_get(mapping);
 	if (!tf && !test_bit(AS_PAGE_ALIASES, &mapping->flags))
 		tf = tc_file_bind(file, mapping);
+	/* Not a member: a file in a sharing scope maps a clone. */
 	if (!tf)
-		return NULL;
+		return tc_extent_mmap_file(file);
 	/* do_mmap() checks noexec on the file it maps: keep the answer. */
 	if (!(file->f_mode & FMODE_READ) ||
 	    path_noexec(&file->f_path) != path_noexec(&tf->tpath))
@@ -234,7 +247,7 @@ struct file *tc_mmap_file(struct file *file, unsigned long prot)
 		alias = NULL;
 		goto private;
 	}
-	if (tc_alias_file_add(alias, file, version)) {
+	if (tc_mmap_track(alias, file, version, NULL)) {
 		allow_write_access(alias);
 		fput(alias);
 		alias = NULL;

@@ -29,6 +29,7 @@
 
 #include "totalcow-bind.h"
 #include "totalcow-canon.h"
+#include "totalcow-extent-mmap.h"
 #include "totalcow-extent-share.h"
 #include "totalcow-group.h"
 #include "totalcow-mmap.h"
@@ -358,6 +359,9 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 	struct tc_file *tf;
 	u64 start, waited = 0;
 
+	/* A clone's pages are its own: they are what its mappings share. */
+	if (tc_extent_clone_inode(mapping->host))
+		return false;
 	tf = tc_file_get(mapping);
 	/* A file in a sharing scope shares its extents, not as a member. */
 	if (!tf && tc_canon_in_scope(mapping->host))

@@ -108,6 +108,9 @@ cmp -s -n $((bytes / 2 + 1234)) $mnt/c/c3 $mnt/c/c1 || die "c3 below its truncat
 	die "c3 past its truncation is not zeros"
 sync
 drop_caches
+# drop_caches takes the scope's canonical pages too, as it takes files'.
+[ "$(scope_field default pages)" = 0 ] ||
+	die "drop_caches left the scope's pages cached: $(cat $x/scopes)"
 for f in "${!now[@]}"; do
 	[ "$(sum "$f")" = "${now[$f]}" ] || die "$f reads back differently after drop_caches"
 done

@@ -43,7 +43,7 @@ sub=$(btrfs inspect-internal rootid "$mnt/sub with spaces")
 third=$(btrfs inspect-internal rootid $mnt/third)
 
 put enable "default $mnt/dir"
-grep -qx "$fsid default pages 0 compressed_pages 0 reads 0 read_failures 0 invalidations 0 aliased 0 resolved 0 subvolumes 5 followed" \
+grep -qx "$fsid default pages 0 compressed_pages 0 reads 0 read_failures 0 invalidations 0 aliased 0 resolved 0 mmaps_shared 0 mmaps_private 0 subvolumes 5 followed" \
 	$x/scopes || die "scopes after enable: $(cat $x/scopes)"
 put enable "tenant-b.2 $mnt/sub with spaces"
 put enable "default $mnt/third"

@@ -105,6 +105,9 @@ done
 	die "a snapshot's write was lost"
 sync
 drop_caches
+# drop_caches takes the scope's canonical pages too, as it takes files'.
+[ "$(scope_field default pages)" = 0 ] ||
+	die "drop_caches left the scope's pages cached: $(cat $x/scopes)"
 for f in "${!want[@]}"; do
 	[ "$(sum "$f")" = "${want[$f]}" ] || die "$f reads back differently after drop_caches"
 done
