@@ -56,12 +56,14 @@
 
 /* Pages proven at once; a file of more pages than the limit maps itself. */
 #define TC_CLONE_CHUNK		256
-#define TC_CLONE_MAX_PAGES	(1UL << 18)
+#define TC_CLONE_MAX_PAGES	(256 * 1024)
 /* Comparisons a handout elsewhere on the file system may spoil. */
 #define TC_CLONE_TRIES		3
 /* How long, and how many, clones no mapping uses are kept. */
 #define TC_CLONE_IDLE		(60 * HZ)
 #define TC_CLONE_IDLE_MAX	1024
+/* How long a mapping waits for a clone another mapper is making. */
+#define TC_CLONE_WAIT		(2 * HZ)
 /* Clones the reaper frees at once, outside the lock. */
 #define TC_CLONE_REAP_BATCH	32
 
@@ -80,9 +82,13 @@ struct tc_clone {
 	struct rcu_head rcu;
 	u64 digest;
 	u64 scope;			/* tc_canon_scope_id() */
+	struct super_block *sb;
+	loff_t size;
+	/* NULL while @building, and if the making failed. */
 	struct inode *inode;
 	unsigned long users;
 	unsigned long idle_since;	/* jiffies */
+	bool building;
 };
 
 static DEFINE_HASHTABLE(tc_clones, 8);
@@ -256,7 +262,7 @@ static void tc_clone_reap(struct work_struct *work)
 }
 
 /*
- * Release what tc_clone_find() or tc_clone_new() returned. The last user
+ * Release what tc_clone_get() returned. The last user
  * leaves the clone idle, and the oldest idle one goes if there are too
  * many.
  */
@@ -265,7 +271,13 @@ void tc_extent_clone_put(struct tc_clone *c)
 	LIST_HEAD(dead);
 
 	spin_lock(&tc_clones_lock);
-	if (!--c->users) {
+	if (!--c->users && !c->inode) {
+		/* Its making failed: unpublished then, never in the RCU table. */
+		spin_unlock(&tc_clones_lock);
+		kfree(c);
+		return;
+	}
+	if (!c->users) {
 		c->idle_since = jiffies;
 		list_add_tail(&c->idle, &tc_clones_idle);
 		if (++tc_clones_nr_idle > TC_CLONE_IDLE_MAX)
@@ -298,71 +310,30 @@ void tc_extent_clone_close(struct super_block *sb)
 		return;
 	spin_lock(&tc_clones_lock);
 	list_for_each_entry_safe(c, next, &tc_clones_idle, idle)
-		if (c->inode->i_sb == sb)
+		if (c->sb == sb)
 			tc_clone_unlink(c, &dead);
 	spin_unlock(&tc_clones_lock);
 	tc_clone_free(&dead);
 }
 
 /*
- * A clone in @s whose pages are @inode's, with a user for the caller;
- * NULL if there is none; -EBUSY if one may be but the comparison failed
- * (@inode's or its range locked, changed, or a handout meanwhile): the
- * mapping is then private, rather than a second clone of the same bytes.
+ * Clone @file whole into a new unlinked file beside it: its inode, with a
+ * reference, or NULL. Made under the kernel's credential in @file's
+ * directory. A frozen or read-only file system makes none: mmap() never
+ * waits for a thaw.
  */
-static struct tc_clone *tc_clone_find(struct tc_canon_scope *s,
-				      struct inode *inode, u64 digest,
-				      struct tc_clone_walk *w)
+static struct inode *tc_clone_make(struct file *file)
 {
-	u64 scope = tc_canon_scope_id(s);
-	struct tc_clone *c, *found = NULL;
-
-	spin_lock(&tc_clones_lock);
-	hash_for_each_possible(tc_clones, c, node, digest) {
-		if (c->digest == digest && c->scope == scope &&
-		    c->inode->i_sb == inode->i_sb &&
-		    i_size_read(c->inode) == i_size_read(inode)) {
-			if (!c->users++) {
-				list_del_init(&c->idle);
-				tc_clones_nr_idle--;
-			}
-			found = c;
-			break;
-		}
-	}
-	spin_unlock(&tc_clones_lock);
-	if (!found || tc_clone_same(s, inode, found->inode, w))
-		return found;
-	tc_extent_clone_put(found);
-	return ERR_PTR(-EBUSY);
-}
-
-/*
- * Clone @file whole into a new unlinked file beside it, with a user for
- * the caller. Made under the kernel's credential in @file's directory
- * (on @file's mount, so that noexec and nosuid are the file's). A frozen
- * or read-only file system makes none: mmap() never waits for a thaw.
- */
-static struct tc_clone *tc_clone_new(struct tc_canon_scope *s,
-				     struct file *file, u64 digest)
-{
-	struct inode *inode = file_inode(file);
+	struct inode *inode = file_inode(file), *clone = NULL;
 	struct super_block *sb = inode->i_sb;
 	struct path parent = { .mnt = file->f_path.mnt };
 	const struct cred *old;
-	struct tc_clone *c;
 	struct file *tmp;
 	loff_t ret;
 
-	if (!file->f_op->remap_file_range || __mnt_is_readonly(parent.mnt))
+	if (!file->f_op->remap_file_range || __mnt_is_readonly(parent.mnt) ||
+	    !sb_start_write_trylock(sb))
 		return NULL;
-	c = kzalloc(sizeof(*c), GFP_KERNEL_ACCOUNT);
-	if (!c)
-		return NULL;
-	if (!sb_start_write_trylock(sb)) {
-		kfree(c);
-		return NULL;
-	}
 	parent.dentry = dget_parent(file->f_path.dentry);
 	old = override_creds(tc_clone_cred);
 	tmp = kernel_tmpfile_open(mnt_idmap(parent.mnt), &parent,
@@ -372,7 +343,6 @@ static struct tc_clone *tc_clone_new(struct tc_canon_scope *s,
 	dput(parent.dentry);
 	if (IS_ERR(tmp)) {
 		sb_end_write(sb);
-		kfree(c);
 		return NULL;
 	}
 	/*
@@ -382,25 +352,99 @@ static struct tc_clone *tc_clone_new(struct tc_canon_scope *s,
 	 */
 	ret = file->f_op->remap_file_range(file, 0, tmp, 0, 0, 0);
 	sb_end_write(sb);
-	if (ret < 0 || i_size_read(file_inode(tmp)) != i_size_read(inode)) {
-		fput(tmp);
-		kfree(c);
-		return NULL;
+	if (ret >= 0 && i_size_read(file_inode(tmp)) == i_size_read(inode)) {
+		clone = file_inode(tmp);
+		ihold(clone);
 	}
-	c->inode = file_inode(tmp);
-	ihold(c->inode);
 	fput(tmp);
-	c->digest = digest;
-	c->scope = tc_canon_scope_id(s);
-	c->users = 1;
-	INIT_LIST_HEAD(&c->idle);
-	btrfs_canon_enable();
-	atomic_inc(&tc_clones_live);
+	return clone;
+}
+
+/*
+ * Make the clone @c stands for, with the caller's user: published, or
+ * left failed (no inode) for those waiting on it.
+ */
+static void tc_clone_build(struct tc_clone *c, struct file *file)
+{
+	struct inode *clone = tc_clone_make(file);
+
+	/* It may patch code (the first clone on no scope): not under the lock. */
+	if (clone)
+		btrfs_canon_enable();
 	spin_lock(&tc_clones_lock);
-	hash_add(tc_clones, &c->node, digest);
-	hash_add_rcu(tc_clone_inodes, &c->inode_node, (unsigned long)c->inode);
+	if (clone) {
+		c->inode = clone;
+		atomic_inc(&tc_clones_live);
+		hash_add_rcu(tc_clone_inodes, &c->inode_node,
+			     (unsigned long)clone);
+	} else {
+		hash_del(&c->node);	/* nobody finds a failed one */
+	}
 	spin_unlock(&tc_clones_lock);
-	return c;
+	/* Pairs with the acquire in tc_clone_get(): @c->inode first. */
+	smp_store_release(&c->building, false);
+	wake_up_var(&c->building);
+}
+
+/*
+ * The clone in @s whose pages are @file's, with a user for the caller:
+ * found and compared key by key, or made if there is none. A clone being
+ * made for the same keys (a fleet mapping one file at once) is waited
+ * for, at most TC_CLONE_WAIT: one copy, not one each. ERR_PTR(-EBUSY) if
+ * one may be but cannot be used (its making failed or is slow; the file's
+ * range is locked, changed, or a handout spoiled the comparison): the
+ * mapping is then private, rather than a second clone of the same bytes.
+ */
+static struct tc_clone *tc_clone_get(struct tc_canon_scope *s,
+				     struct file *file, u64 digest,
+				     struct tc_clone_walk *w)
+{
+	struct inode *inode = file_inode(file);
+	loff_t size = i_size_read(inode);
+	u64 scope = tc_canon_scope_id(s);
+	struct tc_clone *c, *fresh;
+
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	if (!fresh)
+		return ERR_PTR(-ENOMEM);
+	spin_lock(&tc_clones_lock);
+	hash_for_each_possible(tc_clones, c, node, digest) {
+		if (c->digest == digest && c->scope == scope &&
+		    c->sb == inode->i_sb && c->size == size) {
+			if (!c->users++) {
+				list_del_init(&c->idle);
+				tc_clones_nr_idle--;
+			}
+			spin_unlock(&tc_clones_lock);
+			kfree(fresh);
+			goto found;
+		}
+	}
+	c = fresh;
+	c->digest = digest;
+	c->scope = scope;
+	c->sb = inode->i_sb;
+	c->size = size;
+	c->users = 1;
+	c->building = true;
+	INIT_LIST_HEAD(&c->idle);
+	hash_add(tc_clones, &c->node, digest);
+	spin_unlock(&tc_clones_lock);
+	tc_clone_build(c, file);
+	if (c->inode)
+		return c;
+	tc_extent_clone_put(c);
+	return ERR_PTR(-EBUSY);
+found:
+	/* Acquire: pairs with tc_clone_build()'s release, @c->inode after. */
+	wait_var_event_timeout(&c->building, !smp_load_acquire(&c->building),
+			       TC_CLONE_WAIT);
+	/* Acquire, as above: the wait may have timed out. */
+	if (!smp_load_acquire(&c->building) && c->inode &&
+	    tc_clone_same(s, inode, c->inode, w))
+		return c;
+	tc_extent_clone_put(c);
+	return ERR_PTR(-EBUSY);
 }
 
 /*
@@ -467,10 +511,8 @@ struct file *tc_extent_mmap_file(struct file *file)
 	    mapping_tagged(mapping, PAGECACHE_TAG_WRITEBACK) ||
 	    !tc_clone_digest(inode, w, &digest))
 		goto out;
-	c = tc_clone_find(s, inode, digest, w);
-	if (!c)
-		c = tc_clone_new(s, file, digest);
-	if (IS_ERR_OR_NULL(c)) {
+	c = tc_clone_get(s, file, digest, w);
+	if (IS_ERR(c)) {
 		c = NULL;
 		goto out;
 	}
@@ -496,7 +538,7 @@ struct file *tc_extent_mmap_file(struct file *file)
 out:
 	if (c)
 		tc_extent_clone_put(c);
-	tc_canon_count_mmap(s, alias != NULL);
+	tc_canon_count_mmap(s, alias);
 	tc_canon_release(s);
 	kfree(w);
 	return alias;

@@ -171,7 +171,8 @@ void tc_size_changed(struct inode *inode)
  * ->mmap_done: @alias is mapped. A truncate of @file that ran between the
  * proof in tc_mmap_file() and now either marked @alias dropped before its
  * walk (which may have missed the new mapping) or came after the proof
- * and moved i_version: map @file after all.
+ * and moved i_version: map @file after all. A clone's mapping stays for a
+ * write since (see below).
  */
 void tc_mmap_done(struct file *file, struct file *alias)
 {
@@ -182,8 +183,14 @@ void tc_mmap_done(struct file *file, struct file *alias)
 	hash_for_each_possible(tc_alias_files, af, node, (unsigned long)alias) {
 		if (af->file != alias)
 			continue;
+		/*
+		 * A clone is @file as it was at the proof, a write since is
+		 * not seen through the mapping (as of mmap()); a truncation
+		 * after the check in tc_extent_mmap_file() marked it dropped.
+		 */
 		stale = af->dropped ||
-			!inode_eq_iversion(file_inode(file), af->version);
+			(!af->clone &&
+			 !inode_eq_iversion(file_inode(file), af->version));
 		if (stale && !af->dropped) {
 			hash_del(&af->inode_node);
 			af->dropped = true;

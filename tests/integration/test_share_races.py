@@ -99,3 +99,35 @@ def test_a_member_added_while_its_files_are_classified_shares(lane):
     assert bound == CLASSIFY_TRIES * 24, m.group(0)
     # The add began while readers were inside a read: the race was run.
     assert cpus == 4 and raced > 0, m.group(0)
+
+
+MMAP_RACE = re.compile(r"^mmap race: (\d+) mappings \((\d+) of a clone, (\d+) private\), "
+                       r"(\d+) writes, (\d+) allocations elsewhere, (\d+) evictions, "
+                       r"(\d+) mismatches, (\d+) cpus$", re.M)
+
+
+@pytest.mark.slow
+# Only the SMP lane, with 4 vCPUs: the mappers, writers, the allocator
+# and the evicter must run at once. On UML a FICLONE that zaps another
+# process's mapping trips UML's own flush_tlb_mm() (a VMA walk without
+# the mm's lock: "suspicious RCU usage"), whatever the policy does.
+@lanes("x86", x86_check=True)
+def test_private_mappings_of_shared_extents_race_their_files_changing(lane):
+    """Mapped pages of shared extents (tc_extent_mmap_file(), docs/design.md
+    "Mapped pages of shared extents") under KASAN and lockdep on 4 vCPUs,
+    60 s: 4 mappers map 4 writable snapshots' file MAP_PRIVATE while 2
+    writers give the files new layouts (FICLONE of per-file versions) or
+    rewrite pages, an allocator moves the handout generation and an
+    evicter drops the files' caches. A clone's mapping must show whole
+    pages of its own file, unchanged when read again (as of mmap()); any
+    mapping only pages of its own file. Both paths must be taken (clone
+    and private), with no mismatch. Fails before clones (no mapping maps
+    one)."""
+    r = run_vm("tests/guest/share-extents-mmap-race.sh", "60", disks=("2G",),
+               timeout=900, **{**LANES[lane], "smp": 4})
+    assert r.status == 0, r.explain()
+    m = MMAP_RACE.search(r.console)
+    assert m, r.explain()
+    maps, clone, private, writes, allocs, evictions, bad, cpus = map(int, m.groups())
+    assert bad == 0 and cpus == 4, m.group(0)
+    assert clone > 0 and private > 0 and writes > 0 and allocs > 0, m.group(0)
