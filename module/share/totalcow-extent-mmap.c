@@ -551,3 +551,7 @@ static int __init tc_extent_mmap_init(void)
 	return tc_clone_cred ? 0 : -ENOMEM;
 }
 late_initcall(tc_extent_mmap_init);
+
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#include "totalcow_extent_mmap_kunit.c"
+#endif

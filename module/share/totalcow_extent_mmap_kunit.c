@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * KUnit tests for the clones that private mappings of shared extents map
+ * (included at the end of totalcow-extent-mmap.c): what the last user,
+ * the cap and a file system's close do with them. The clones here stand
+ * on inodes of tmpfs and of the anonymous-inode file system (two super
+ * blocks), which an iput() frees as it would delete a btrfs clone.
+ */
+
+#include <kunit/test.h>
+#include <linux/anon_inodes.h>
+#include <linux/shmem_fs.h>
+
+/* A published clone of @inode's (referenced here), with one user. */
+static struct tc_clone *tc_test_clone(struct kunit *test, struct inode *inode,
+				      u64 digest)
+{
+	struct tc_clone *c = kzalloc(sizeof(*c), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	ihold(inode);
+	c->inode = inode;
+	c->sb = inode->i_sb;
+	c->size = i_size_read(inode);
+	c->digest = digest;
+	c->scope = U64_MAX;	/* no scope's: ids count up from 1 */
+	c->users = 1;
+	INIT_LIST_HEAD(&c->idle);
+	btrfs_canon_enable();
+	atomic_inc(&tc_clones_live);
+	spin_lock(&tc_clones_lock);
+	hash_add(tc_clones, &c->node, digest);
+	hash_add_rcu(tc_clone_inodes, &c->inode_node, (unsigned long)inode);
+	spin_unlock(&tc_clones_lock);
+	return c;
+}
+
+static struct file *tc_test_shmem(struct kunit *test)
+{
+	struct file *f = shmem_file_setup("tc-clone-kunit", PAGE_SIZE, 0);
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(f));
+	return f;
+}
+
+static unsigned int tc_test_nr_idle(void)
+{
+	unsigned int n;
+
+	spin_lock(&tc_clones_lock);
+	n = tc_clones_nr_idle;
+	spin_unlock(&tc_clones_lock);
+	return n;
+}
+
+/*
+ * The last user leaves a clone idle: still a clone (its reads stay its
+ * own), listed idle; a file system's close frees the idle clones of its
+ * super block only, and their inodes' references with them.
+ */
+static void tc_clone_last_user_leaves_it_idle_until_close(struct kunit *test)
+{
+	struct file *a = tc_test_shmem(test);
+	struct file *b = anon_inode_getfile("tc-clone-kunit", &simple_dir_operations,
+					    NULL, O_RDONLY);
+	unsigned int idle0 = tc_test_nr_idle();
+	struct tc_clone *ca, *cb;
+	int count;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(b));
+	ca = tc_test_clone(test, file_inode(a), 1);
+	cb = tc_test_clone(test, file_inode(b), 2);
+	count = atomic_read(&file_inode(a)->i_count);
+	tc_extent_clone_put(ca);
+	tc_extent_clone_put(cb);
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), idle0 + 2);
+	KUNIT_EXPECT_TRUE(test, tc_extent_clone_inode(file_inode(a)));
+	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(a)->i_count), count);
+
+	tc_extent_clone_close(file_inode(a)->i_sb);
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(a)));
+	KUNIT_EXPECT_TRUE(test, tc_extent_clone_inode(file_inode(b)));
+	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(a)->i_count), count - 1);
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), idle0 + 1);
+
+	tc_extent_clone_close(file_inode(b)->i_sb);
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(b)));
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), idle0);
+	fput(a);
+	fput(b);
+}
+
+/* A user back takes a clone off the idle list; a close then keeps it. */
+static void tc_clone_in_use_survives_close(struct kunit *test)
+{
+	struct file *a = tc_test_shmem(test);
+	struct tc_clone *c = tc_test_clone(test, file_inode(a), 3);
+	unsigned int idle0 = tc_test_nr_idle();
+
+	tc_extent_clone_put(c);
+	spin_lock(&tc_clones_lock);
+	if (!c->users++) {	/* as tc_clone_get() finds it */
+		list_del_init(&c->idle);
+		tc_clones_nr_idle--;
+	}
+	spin_unlock(&tc_clones_lock);
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), idle0);
+	tc_extent_clone_close(file_inode(a)->i_sb);
+	KUNIT_EXPECT_TRUE(test, tc_extent_clone_inode(file_inode(a)));
+	tc_extent_clone_put(c);
+	tc_extent_clone_close(file_inode(a)->i_sb);
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(a)));
+	fput(a);
+}
+
+/*
+ * At most TC_CLONE_IDLE_MAX idle clones: one more frees the oldest. Many
+ * clones of one inode stand for many clones here.
+ */
+static void tc_clone_idle_ones_are_capped_oldest_first(struct kunit *test)
+{
+	struct file *a = tc_test_shmem(test), *b = tc_test_shmem(test);
+	struct tc_clone **cs;
+	unsigned int i, idle0 = tc_test_nr_idle();
+	struct tc_clone *first;
+
+	/* Room for exactly TC_CLONE_IDLE_MAX: the first is then the oldest. */
+	tc_extent_clone_close(file_inode(a)->i_sb);
+	idle0 = tc_test_nr_idle();
+	KUNIT_ASSERT_EQ(test, idle0, 0U);
+	cs = kunit_kcalloc(test, TC_CLONE_IDLE_MAX, sizeof(*cs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, cs);
+	first = tc_test_clone(test, file_inode(b), 4);
+	for (i = 0; i < TC_CLONE_IDLE_MAX; i++)
+		cs[i] = tc_test_clone(test, file_inode(a), 5 + i);
+	tc_extent_clone_put(first);
+	for (i = 0; i < TC_CLONE_IDLE_MAX; i++)
+		tc_extent_clone_put(cs[i]);
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), (unsigned int)TC_CLONE_IDLE_MAX);
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(b)));
+	KUNIT_EXPECT_TRUE(test, tc_extent_clone_inode(file_inode(a)));
+	tc_extent_clone_close(file_inode(a)->i_sb);
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), 0U);
+	fput(a);
+	fput(b);
+}
+
+/* A clone whose making failed is freed by its last user, never idle. */
+static void tc_clone_failed_is_freed_by_its_last_user(struct kunit *test)
+{
+	struct tc_clone *c = kzalloc(sizeof(*c), GFP_KERNEL);
+	unsigned int idle0 = tc_test_nr_idle();
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->users = 2;		/* its maker and one waiter */
+	INIT_LIST_HEAD(&c->idle);
+	tc_extent_clone_put(c);
+	tc_extent_clone_put(c);	/* kmemleak would see it kept */
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), idle0);
+}
+
+static struct kunit_case tc_extent_mmap_cases[] = {
+	KUNIT_CASE(tc_clone_last_user_leaves_it_idle_until_close),
+	KUNIT_CASE(tc_clone_in_use_survives_close),
+	KUNIT_CASE(tc_clone_idle_ones_are_capped_oldest_first),
+	KUNIT_CASE(tc_clone_failed_is_freed_by_its_last_user),
+	{}
+};
+
+static struct kunit_suite tc_extent_mmap_suite = {
+	.name = "totalcow-extent-mmap",
+	.test_cases = tc_extent_mmap_cases,
+};
+
+kunit_test_suite(tc_extent_mmap_suite);
