@@ -42,7 +42,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
 	check-x86 check-lanes torture-x86 torture-kcsan torture-x86-extents stock-kernels stock-kernel-check check-stock \
 	integration check check-quick demo bench-demo bench bench-dm-overhead bench-dm-cgroups \
-	bench-dm-miss bench-fleet-dm bench-extents bench-image-pair \
+	bench-dm-miss bench-fleet-dm bench-extents bench-extents-mmap bench-image-pair \
 	bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases bench-share-cost bench-resolve-cost bench-share-scale \
 	bench-fleet bench-goals clean distclean help
@@ -264,6 +264,11 @@ bench-extents: $(KERNEL_BASE)
 	$(PYTHON) bench/extents
 	$(PYTHON) bench/readme
 
+bench-extents-mmap: $(KERNEL_BASE)
+	@tests/vm/install-deps
+	$(PYTHON) bench/extents-mmap
+	$(PYTHON) bench/readme
+
 # Two releases of one application image, deduplicated, every file read
 # once: shared extents against whole-file sharing and stock (issue 34).
 bench-image-pair: $(KERNEL_BASE)
@@ -326,7 +331,8 @@ bench-goals:
 
 bench: bench-demo bench-dm-overhead bench-dm-miss bench-dm-cgroups bench-registration bench-fig4 \
 	bench-fig5-8 bench-write-phases \
-	bench-share-cost bench-resolve-cost bench-share-scale bench-extents bench-image-pair \
+	bench-share-cost bench-resolve-cost bench-share-scale bench-extents bench-extents-mmap \
+	bench-image-pair \
 	bench-fleet bench-fleet-dm
 	$(PYTHON) bench/goals
 
