@@ -444,6 +444,23 @@ unlock:
 	return n;
 }
 
+/*
+ * The cached extent map of the page at @pos, of a walk forward: @em if it
+ * covers the page, else the cache's (@em put); NULL if the cache has none.
+ */
+static struct extent_map *tc_canon_cached_map(struct extent_map_tree *tree,
+					      struct extent_map *em, u64 pos)
+{
+	if (em && pos + PAGE_SIZE <= btrfs_extent_map_end(em))
+		return em;
+	if (em)
+		btrfs_free_extent_map(em);
+	read_lock(&tree->lock);
+	em = lookup_extent_mapping(tree, pos, PAGE_SIZE);
+	read_unlock(&tree->lock);
+	return em;
+}
+
 /**
  * tc_canon_folios - the canonical pages a file's pages are, under RCU
  * @inode: a btrfs file
@@ -484,15 +501,9 @@ unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 		u64 pos = (u64)i << PAGE_SHIFT, l;
 		struct folio *folio;
 
-		if (!em || pos + PAGE_SIZE > btrfs_extent_map_end(em)) {
-			if (em)
-				btrfs_free_extent_map(em);
-			read_lock(&tree->lock);
-			em = lookup_extent_mapping(tree, pos, PAGE_SIZE);
-			read_unlock(&tree->lock);
-			if (!em)
-				break;
-		}
+		em = tc_canon_cached_map(tree, em, pos);
+		if (!em)
+			break;
 		if (!tc_canon_logical(em, pos, &l))
 			break;
 		folio = filemap_get_folio(tc_canon_mapping(s, l),
@@ -660,15 +671,9 @@ unsigned long tc_canon_cached_keys(struct inode *inode, pgoff_t index,
 	for (n = 0; n < nr; n++) {
 		u64 pos = ((u64)index + n) << PAGE_SHIFT;
 
-		if (!em || pos + PAGE_SIZE > btrfs_extent_map_end(em)) {
-			if (em)
-				btrfs_free_extent_map(em);
-			read_lock(&tree->lock);
-			em = lookup_extent_mapping(tree, pos, PAGE_SIZE);
-			read_unlock(&tree->lock);
-			if (!em)
-				break;
-		}
+		em = tc_canon_cached_map(tree, em, pos);
+		if (!em)
+			break;
 		if (!tc_canon_logical(em, pos, &keys[n]))
 			break;
 	}

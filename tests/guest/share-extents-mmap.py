@@ -22,6 +22,8 @@ import signal
 import subprocess
 import sys
 
+from pagecache import drop_caches, page_cache
+
 PAGE = 4096
 SCOPES = "/sys/kernel/mm/totalcow/extents/scopes"
 
@@ -39,21 +41,6 @@ def check(cond, what):
     if not cond:
         print(f"FAIL: {what}", flush=True)
         sys.exit(1)
-
-
-def page_cache():
-    v = {}
-    with open("/proc/vmstat") as f:
-        for line in f:
-            k, n = line.split()
-            v[k] = int(n)
-    return (v["nr_file_pages"] - v["nr_shmem"]) * PAGE
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
 
 
 def scope(field):

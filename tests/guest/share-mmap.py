@@ -15,6 +15,8 @@ import random
 import subprocess
 import sys
 
+from pagecache import drop_caches, page_cache
+
 STATS = "/sys/kernel/mm/totalcow/groups/fleet/stats"
 PAGE = 4096
 
@@ -26,21 +28,6 @@ def stat(name):
             if k == name:
                 return int(v)
     raise KeyError(name)
-
-
-def page_cache():
-    v = {}
-    with open("/proc/vmstat") as f:
-        for line in f:
-            k, n = line.split()
-            v[k] = int(n)
-    return (v["nr_file_pages"] - v["nr_shmem"]) * PAGE
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
 
 
 def check(cond, what):

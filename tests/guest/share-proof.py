@@ -31,6 +31,8 @@ import time
 import vcpus
 from btrfs_subvol import snapshot, subvol_create
 
+from pagecache import drop_caches
+
 POSIX_FADV_DONTNEED = 4
 SIZE = 256 << 10
 GROUPS = "/sys/kernel/mm/totalcow/groups"
@@ -48,12 +50,6 @@ def times(path):
 def sysfs(name, text):
     with open(f"{GROUPS}/{name}", "w") as f:
         f.write(text)
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
 
 
 def read_all(path):
