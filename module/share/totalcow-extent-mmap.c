@@ -62,8 +62,6 @@
 /* How long, and how many, clones no mapping uses are kept. */
 #define TC_CLONE_IDLE		(60 * HZ)
 #define TC_CLONE_IDLE_MAX	1024
-/* How long a mapping waits for a clone another mapper is making. */
-#define TC_CLONE_WAIT		(2 * HZ)
 /* Clones the reaper frees at once, outside the lock. */
 #define TC_CLONE_REAP_BATCH	32
 
@@ -79,16 +77,15 @@ struct tc_clone {
 	struct hlist_node node;		/* in tc_clones, by @digest */
 	struct hlist_node inode_node;	/* in tc_clone_inodes (RCU), by inode */
 	struct list_head idle;		/* in tc_clones_idle while unused */
+	struct list_head dying;		/* in tc_clones_dying until freed */
 	struct rcu_head rcu;
 	u64 digest;
 	u64 scope;			/* tc_canon_scope_id() */
 	struct super_block *sb;
 	loff_t size;
-	/* NULL while @building, and if the making failed. */
 	struct inode *inode;
 	unsigned long users;
 	unsigned long idle_since;	/* jiffies */
-	bool building;
 };
 
 static DEFINE_HASHTABLE(tc_clones, 8);
@@ -97,6 +94,8 @@ static LIST_HEAD(tc_clones_idle);	/* oldest first */
 static unsigned int tc_clones_nr_idle;
 static DEFINE_SPINLOCK(tc_clones_lock);
 static atomic_t tc_clones_live = ATOMIC_INIT(0);
+/* Clones unpublished and not yet freed: a close waits for its own. */
+static LIST_HEAD(tc_clones_dying);
 static siphash_key_t tc_clone_key;
 /* Who makes clones: the mapper may not write the file's directory. */
 static const struct cred *tc_clone_cred;
@@ -212,12 +211,17 @@ static bool tc_clone_same(struct tc_canon_scope *s, struct inode *a,
 static void tc_clone_reap(struct work_struct *work);
 static DECLARE_DELAYED_WORK(tc_clone_reaper, tc_clone_reap);
 
-/* Unpublish idle @c onto @dead; tc_clones_lock held. */
+/*
+ * Unpublish idle @c onto @dead, for tc_clone_free() outside the lock;
+ * tc_clones_lock held. Until that free, a close of its file system waits
+ * for it (tc_extent_clone_close()).
+ */
 static void tc_clone_unlink(struct tc_clone *c, struct list_head *dead)
 {
 	hash_del(&c->node);
 	hash_del_rcu(&c->inode_node);
 	list_move_tail(&c->idle, dead);
+	list_add_tail(&c->dying, &tc_clones_dying);
 	tc_clones_nr_idle--;
 }
 
@@ -230,23 +234,46 @@ static void tc_clone_free(struct list_head *dead)
 		atomic_dec(&tc_clones_live);
 		iput(c->inode);
 		btrfs_canon_disable();
+		spin_lock(&tc_clones_lock);
+		list_del(&c->dying);
+		spin_unlock(&tc_clones_lock);
 		kfree_rcu(c, rcu);
+		wake_up_var(&tc_clones_dying);
 	}
+}
+
+/* Is a clone of @sb unpublished but not yet freed? */
+static bool tc_clone_dying_on(struct super_block *sb)
+{
+	struct tc_clone *c;
+	bool found = false;
+
+	spin_lock(&tc_clones_lock);
+	list_for_each_entry(c, &tc_clones_dying, dying) {
+		if (c->sb == sb) {
+			found = true;
+			break;
+		}
+	}
+	spin_unlock(&tc_clones_lock);
+	return found;
 }
 
 /* Free the clones idle for TC_CLONE_IDLE, a batch at a time. */
 static void tc_clone_reap(struct work_struct *work)
 {
-	unsigned long next = 0;
+	unsigned long next = 0, now;
 	struct tc_clone *c;
 	LIST_HEAD(dead);
 	int n = 0;
 
 	spin_lock(&tc_clones_lock);
+	/* One reading: a tick between two could make @next 0, not re-armed. */
+	now = jiffies;
 	while ((c = list_first_entry_or_null(&tc_clones_idle, struct tc_clone,
 					     idle))) {
-		if (time_before(jiffies, c->idle_since + TC_CLONE_IDLE)) {
-			next = c->idle_since + TC_CLONE_IDLE - jiffies;
+		if (time_before(now, c->idle_since + TC_CLONE_IDLE)) {
+			next = c->idle_since + TC_CLONE_IDLE - now;
 			break;
 		}
 		if (n++ == TC_CLONE_REAP_BATCH) {
@@ -271,13 +298,7 @@ void tc_extent_clone_put(struct tc_clone *c)
 	LIST_HEAD(dead);
 
 	spin_lock(&tc_clones_lock);
-	if (!--c->users && !c->inode) {
-		/* Its making failed: unpublished then, never in the RCU table. */
-		spin_unlock(&tc_clones_lock);
-		kfree(c);
-		return;
-	}
-	if (!c->users) {
+	if (!--c->users) {
 		c->idle_since = jiffies;
 		list_add_tail(&c->idle, &tc_clones_idle);
 		if (++tc_clones_nr_idle > TC_CLONE_IDLE_MAX)
@@ -299,21 +320,28 @@ void tc_extent_clone_put(struct tc_clone *c)
  * Every clone of @sb is idle: a mapping holds its mount, so a file system
  * with one is not being closed. The last iput() of each deletes it; the
  * commit that follows makes that durable (an unclean stop leaves orphans,
- * which the next mount deletes).
+ * which the next mount deletes). Clones of @sb that the reaper or a put
+ * took off the idle list before, and is freeing, are waited for: an iput()
+ * after close_ctree() would be a use after free. The wait is bounded by
+ * those iput()s (at most TC_CLONE_REAP_BATCH of the reaper's, one per
+ * put), and the dying list's walk by as many clones.
  */
 void tc_extent_clone_close(struct super_block *sb)
 {
 	struct tc_clone *c, *next;
 	LIST_HEAD(dead);
 
-	if (!atomic_read(&tc_clones_live))
-		return;
 	spin_lock(&tc_clones_lock);
 	list_for_each_entry_safe(c, next, &tc_clones_idle, idle)
 		if (c->sb == sb)
 			tc_clone_unlink(c, &dead);
 	spin_unlock(&tc_clones_lock);
 	tc_clone_free(&dead);
+	/*
+	 * The lock orders a freer's list_del() before its look at the wait
+	 * queue, and our joining the queue before our look at the list.
+	 */
+	wait_var_event(&tc_clones_dying, !tc_clone_dying_on(sb));
 }
 
 /*
@@ -361,87 +389,123 @@ static struct inode *tc_clone_make(struct file *file)
 }
 
 /*
- * Make the clone @c stands for, with the caller's user: published, or
- * left failed (no inode) for those waiting on it.
+ * The published clone of @digest's keys in scope @scope on @sb, @size
+ * bytes, with a user for the caller, or NULL; tc_clones_lock held.
  */
-static void tc_clone_build(struct tc_clone *c, struct file *file)
+static struct tc_clone *tc_clone_find(u64 digest, u64 scope,
+				      struct super_block *sb, loff_t size)
 {
-	struct inode *clone = tc_clone_make(file);
+	struct tc_clone *c;
 
-	/* It may patch code (the first clone on no scope): not under the lock. */
-	if (clone)
-		btrfs_canon_enable();
+	hash_for_each_possible(tc_clones, c, node, digest) {
+		if (c->digest == digest && c->scope == scope && c->sb == sb &&
+		    c->size == size) {
+			if (!c->users++) {
+				list_del_init(&c->idle);
+				tc_clones_nr_idle--;
+			}
+			return c;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Publish @fresh (its inode, digest, scope, sb and size set), with one
+ * user, unless a clone of the same keys was published meanwhile: that one
+ * is returned with a user, and @fresh is not published (the caller drops
+ * it). The caller enabled btrfs's hook for @fresh (the code patching may
+ * sleep: not under the lock).
+ */
+static struct tc_clone *tc_clone_add(struct tc_clone *fresh)
+{
+	struct tc_clone *c;
+
 	spin_lock(&tc_clones_lock);
-	if (clone) {
-		c->inode = clone;
-		atomic_inc(&tc_clones_live);
+	c = tc_clone_find(fresh->digest, fresh->scope, fresh->sb, fresh->size);
+	if (!c) {
+		c = fresh;
+		c->users = 1;
+		INIT_LIST_HEAD(&c->idle);
+		hash_add(tc_clones, &c->node, c->digest);
 		hash_add_rcu(tc_clone_inodes, &c->inode_node,
-			     (unsigned long)clone);
-	} else {
-		hash_del(&c->node);	/* nobody finds a failed one */
+			     (unsigned long)c->inode);
+		atomic_inc(&tc_clones_live);
 	}
 	spin_unlock(&tc_clones_lock);
-	/* Pairs with the acquire in tc_clone_get(): @c->inode first. */
-	smp_store_release(&c->building, false);
-	wake_up_var(&c->building);
+	return c;
+}
+
+/*
+ * Make a clone of @file, whose keys hash to @digest, and publish it, or
+ * use the one another mapper published meanwhile. Nobody waits for a
+ * clone being made: its making may wait for a lock of the file it is made
+ * from (the file system's clone locks both inodes), which the file's
+ * owner, in another container, may hold for as long as it likes (an
+ * O_DIRECT read it throttles). Mappers of the same keys at once each make
+ * one and all but the first drop theirs: one copy of the pages still.
+ * @mine: whether the clone returned is the one made here.
+ */
+static struct tc_clone *tc_clone_build(struct tc_canon_scope *s,
+				       struct file *file, u64 digest,
+				       struct tc_clone_walk *w, bool *mine)
+{
+	struct tc_clone *fresh, *c;
+	u64 made;
+
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	if (!fresh)
+		return ERR_PTR(-ENOMEM);
+	fresh->inode = tc_clone_make(file);
+	/*
+	 * Its keys must be @digest's: a file changed between its proof and
+	 * the clone (a write, a defragmentation) would publish an entry that
+	 * every later mapping finds and none can use.
+	 */
+	if (!fresh->inode || !tc_clone_digest(fresh->inode, w, &made) ||
+	    made != digest) {
+		iput(fresh->inode);
+		kfree(fresh);
+		return ERR_PTR(-EBUSY);
+	}
+	fresh->digest = digest;
+	fresh->scope = tc_canon_scope_id(s);
+	fresh->sb = file_inode(file)->i_sb;
+	fresh->size = i_size_read(fresh->inode);
+	btrfs_canon_enable();
+	c = tc_clone_add(fresh);
+	*mine = c == fresh;
+	if (!*mine) {
+		btrfs_canon_disable();
+		iput(fresh->inode);
+		kfree(fresh);
+	}
+	return c;
 }
 
 /*
  * The clone in @s whose pages are @file's, with a user for the caller:
- * found and compared key by key, or made if there is none. A clone being
- * made for the same keys (a fleet mapping one file at once) is waited
- * for, at most TC_CLONE_WAIT: one copy, not one each. ERR_PTR(-EBUSY) if
- * one may be but cannot be used (its making failed or is slow; the file's
- * range is locked, changed, or a handout spoiled the comparison): the
- * mapping is then private, rather than a second clone of the same bytes.
+ * found and compared key by key, or made if there is none (a mapping
+ * that raced with another mapper's making uses the first one published).
+ * ERR_PTR(-EBUSY) if none can be used: its making failed, or the file's
+ * range is locked or changed, or a handout spoiled the comparison. The
+ * mapping is then private.
  */
 static struct tc_clone *tc_clone_get(struct tc_canon_scope *s,
 				     struct file *file, u64 digest,
 				     struct tc_clone_walk *w)
 {
 	struct inode *inode = file_inode(file);
-	loff_t size = i_size_read(inode);
-	u64 scope = tc_canon_scope_id(s);
-	struct tc_clone *c, *fresh;
+	struct tc_clone *c;
+	bool mine = false;
 
-	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
-	if (!fresh)
-		return ERR_PTR(-ENOMEM);
 	spin_lock(&tc_clones_lock);
-	hash_for_each_possible(tc_clones, c, node, digest) {
-		if (c->digest == digest && c->scope == scope &&
-		    c->sb == inode->i_sb && c->size == size) {
-			if (!c->users++) {
-				list_del_init(&c->idle);
-				tc_clones_nr_idle--;
-			}
-			spin_unlock(&tc_clones_lock);
-			kfree(fresh);
-			goto found;
-		}
-	}
-	c = fresh;
-	c->digest = digest;
-	c->scope = scope;
-	c->sb = inode->i_sb;
-	c->size = size;
-	c->users = 1;
-	c->building = true;
-	INIT_LIST_HEAD(&c->idle);
-	hash_add(tc_clones, &c->node, digest);
+	c = tc_clone_find(digest, tc_canon_scope_id(s), inode->i_sb,
+			  i_size_read(inode));
 	spin_unlock(&tc_clones_lock);
-	tc_clone_build(c, file);
-	if (c->inode)
-		return c;
-	tc_extent_clone_put(c);
-	return ERR_PTR(-EBUSY);
-found:
-	/* Acquire: pairs with tc_clone_build()'s release, @c->inode after. */
-	wait_var_event_timeout(&c->building, !smp_load_acquire(&c->building),
-			       TC_CLONE_WAIT);
-	/* Acquire, as above: the wait may have timed out. */
-	if (!smp_load_acquire(&c->building) && c->inode &&
-	    tc_clone_same(s, inode, c->inode, w))
+	if (!c)
+		c = tc_clone_build(s, file, digest, w, &mine);
+	if (IS_ERR(c) || mine || tc_clone_same(s, inode, c->inode, w))
 		return c;
 	tc_extent_clone_put(c);
 	return ERR_PTR(-EBUSY);

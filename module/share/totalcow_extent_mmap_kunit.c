@@ -9,6 +9,8 @@
 
 #include <kunit/test.h>
 #include <linux/anon_inodes.h>
+#include <linux/completion.h>
+#include <linux/kthread.h>
 #include <linux/shmem_fs.h>
 
 /* A published clone of @inode's (referenced here), with one user. */
@@ -145,25 +147,93 @@ static void tc_clone_idle_ones_are_capped_oldest_first(struct kunit *test)
 	fput(b);
 }
 
-/* A clone whose making failed is freed by its last user, never idle. */
-static void tc_clone_failed_is_freed_by_its_last_user(struct kunit *test)
+/*
+ * Two mappers made clones of the same keys at once: the second to publish
+ * gets the first's clone, with a user, and its own is never published
+ * (its reads would otherwise be a clone's, and nobody would free it).
+ */
+static void tc_clone_second_of_the_same_keys_uses_the_first(struct kunit *test)
 {
-	struct tc_clone *c = kzalloc(sizeof(*c), GFP_KERNEL);
-	unsigned int idle0 = tc_test_nr_idle();
+	struct file *a = tc_test_shmem(test), *b = tc_test_shmem(test);
+	struct tc_clone *fa = kzalloc(sizeof(*fa), GFP_KERNEL);
+	struct tc_clone *fb = kzalloc(sizeof(*fb), GFP_KERNEL);
+	struct tc_clone *c;
 
-	KUNIT_ASSERT_NOT_NULL(test, c);
-	c->users = 2;		/* its maker and one waiter */
-	INIT_LIST_HEAD(&c->idle);
+	KUNIT_ASSERT_NOT_NULL(test, fa);
+	KUNIT_ASSERT_NOT_NULL(test, fb);
+	fa->inode = file_inode(a);
+	fb->inode = file_inode(b);
+	fa->digest = fb->digest = 7;
+	fa->scope = fb->scope = U64_MAX;
+	fa->sb = fb->sb = file_inode(a)->i_sb;
+	fa->size = fb->size = PAGE_SIZE;
+	ihold(fa->inode);
+	btrfs_canon_enable();		/* as tc_clone_build() does */
+	KUNIT_EXPECT_PTR_EQ(test, tc_clone_add(fa), fa);
+	c = tc_clone_add(fb);
+	KUNIT_EXPECT_PTR_EQ(test, c, fa);
+	KUNIT_EXPECT_EQ(test, fa->users, 2UL);
+	KUNIT_EXPECT_TRUE(test, tc_extent_clone_inode(file_inode(a)));
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(b)));
+	kfree(fb);
+	tc_extent_clone_put(fa);
+	tc_extent_clone_put(fa);
+	tc_extent_clone_close(file_inode(a)->i_sb);
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(a)));
+	fput(a);
+	fput(b);
+}
+
+struct tc_test_close {
+	struct super_block *sb;
+	struct completion done;
+};
+
+static int tc_test_close_fn(void *data)
+{
+	struct tc_test_close *t = data;
+
+	tc_extent_clone_close(t->sb);
+	complete(&t->done);
+	return 0;
+}
+
+/*
+ * A clone the reaper (or a put) took off the idle list is freed outside
+ * the lock: a close of its file system that came in between waits for
+ * that iput() (which after close_ctree() would be a use after free). The
+ * close runs in a thread of its own; this one sleeps while it may run.
+ */
+static void tc_clone_close_waits_for_its_clones_being_freed(struct kunit *test)
+{
+	struct file *a = tc_test_shmem(test);
+	struct tc_clone *c = tc_test_clone(test, file_inode(a), 8);
+	struct tc_test_close t = { .sb = file_inode(a)->i_sb };
+	struct task_struct *task;
+	int count;
+	LIST_HEAD(dead);
+
+	init_completion(&t.done);
+	count = atomic_read(&file_inode(a)->i_count);
 	tc_extent_clone_put(c);
-	tc_extent_clone_put(c);	/* kmemleak would see it kept */
-	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), idle0);
+	spin_lock(&tc_clones_lock);
+	tc_clone_unlink(c, &dead);		/* as the reaper does */
+	spin_unlock(&tc_clones_lock);
+	task = kthread_run(tc_test_close_fn, &t, "tc-clone-close");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_EXPECT_FALSE(test, wait_for_completion_timeout(&t.done, HZ / 5));
+	tc_clone_free(&dead);			/* the reaper's iput() */
+	KUNIT_EXPECT_TRUE(test, wait_for_completion_timeout(&t.done, 10 * HZ));
+	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(a)->i_count), count - 1);
+	fput(a);
 }
 
 static struct kunit_case tc_extent_mmap_cases[] = {
 	KUNIT_CASE(tc_clone_last_user_leaves_it_idle_until_close),
 	KUNIT_CASE(tc_clone_in_use_survives_close),
 	KUNIT_CASE(tc_clone_idle_ones_are_capped_oldest_first),
-	KUNIT_CASE(tc_clone_failed_is_freed_by_its_last_user),
+	KUNIT_CASE(tc_clone_second_of_the_same_keys_uses_the_first),
+	KUNIT_CASE(tc_clone_close_waits_for_its_clones_being_freed),
 	{}
 };
 

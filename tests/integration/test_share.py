@@ -433,6 +433,25 @@ def test_private_mappings_of_shared_extents_map_one_clone(lane):
 
 
 @EXTENTS
+def test_a_tenant_whose_clone_making_is_stuck_stalls_no_other_mapping(lane):
+    """An unprivileged attacker in a 100 KB/s I/O cgroup holds its copy's
+    inode lock with an O_DIRECT read (about 10 s) and maps the copy, whose
+    clone's making then waits for the read. A victim mapping its own copy
+    of the same extents meanwhile maps a clone while the read is still
+    going; the attacker's mapping, when its read ends, maps the victim's
+    clone (one clone). Failed before 2026-11-29: the victim waited 2 s for
+    the attacker's placeholder and then mapped privately."""
+    r = run_vm("tests/guest/share-extents-mmap-stall.sh", **LANES[lane], disks=("1G",),
+               timeout=600)
+    assert r.status == 0, r.explain()
+    assert re.search(r"^stall: victim mapped in [\d.]+ s; mmaps_shared \+1; attacker's read "
+                     r"still going: yes$", r.console, re.M), r.explain()
+    assert re.search(r"^stall: attacker mapped in [\d.]+ s; mmaps_shared \+1;", r.console,
+                     re.M), r.explain()
+    assert "share-extents-mmap-stall: all checks passed" in r.console, r.explain()
+
+
+@EXTENTS
 def test_sharing_scopes_never_share_a_page_across_tenants(lane):
     """One extent referred to by files of two subvolumes in scope
     tenant-a, one in tenant-b and one in none, each read once, cold:

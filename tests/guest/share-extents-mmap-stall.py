@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Helpers of share-extents-mmap-stall.sh.
+
+    share-extents-mmap-stall.py read FILE   O_DIRECT read of FILE's first
+                                            MiB; "read done" after it
+    share-extents-mmap-stall.py map FILE    map FILE MAP_PRIVATE, touch
+                                            every page; prints the seconds
+                                            mmap() took and the bytes'
+                                            SHA-256 (must be FILE's)
+"""
+
+import hashlib
+import mmap
+import os
+import sys
+import time
+
+MIB = 1 << 20
+
+
+def main():
+    what, path = sys.argv[1], sys.argv[2]
+    if what == "read":
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, MIB)
+        # Present pages: btrfs reads O_DIRECT with page faults disabled.
+        buf.write(b"\0" * MIB)
+        print("reading", flush=True)
+        got = os.preadv(fd, [buf], 0)
+        print("read done" if got == MIB else f"read {got} bytes", flush=True)
+        sys.exit(0 if got == MIB else 1)
+    with open(path, "rb") as f:
+        want = hashlib.sha256(f.read()).hexdigest()
+    fd = os.open(path, os.O_RDONLY)
+    t = time.monotonic()
+    m = mmap.mmap(fd, 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    took = time.monotonic() - t
+    os.close(fd)
+    got = hashlib.sha256(m[:]).hexdigest()
+    print(f"{took:.2f} s", flush=True)
+    sys.exit(0 if got == want else 2)
+
+
+main()
