@@ -64,6 +64,14 @@
 #define TC_CLONE_IDLE_MAX	1024
 /* Clones the reaper frees at once, outside the lock. */
 #define TC_CLONE_REAP_BATCH	32
+/*
+ * Clones at most, in use or not, and the tables' size: lookups walk a
+ * bucket under tc_clones_lock (by digest) or on every read miss (by
+ * inode), so a tenant mapping many layouts at once must not lengthen
+ * them without bound. Past the cap a mapping is private.
+ */
+#define TC_CLONE_HASH_BITS	12
+#define TC_CLONE_MAX		(4 << TC_CLONE_HASH_BITS)
 
 /*
  * A clone: an unlinked, never-linkable file whose inode is held (@inode)
@@ -88,8 +96,8 @@ struct tc_clone {
 	unsigned long idle_since;	/* jiffies */
 };
 
-static DEFINE_HASHTABLE(tc_clones, 8);
-static DEFINE_HASHTABLE(tc_clone_inodes, 8);
+static DEFINE_HASHTABLE(tc_clones, TC_CLONE_HASH_BITS);
+static DEFINE_HASHTABLE(tc_clone_inodes, TC_CLONE_HASH_BITS);
 static LIST_HEAD(tc_clones_idle);	/* oldest first */
 static unsigned int tc_clones_nr_idle;
 static DEFINE_SPINLOCK(tc_clones_lock);
@@ -414,8 +422,9 @@ static struct tc_clone *tc_clone_find(u64 digest, u64 scope,
  * Publish @fresh (its inode, digest, scope, sb and size set), with one
  * user, unless a clone of the same keys was published meanwhile: that one
  * is returned with a user, and @fresh is not published (the caller drops
- * it). The caller enabled btrfs's hook for @fresh (the code patching may
- * sleep: not under the lock).
+ * it), nor if TC_CLONE_MAX clones live (ERR_PTR(-EBUSY)). The caller
+ * enabled btrfs's hook for @fresh (the code patching may sleep: not
+ * under the lock).
  */
 static struct tc_clone *tc_clone_add(struct tc_clone *fresh)
 {
@@ -423,7 +432,9 @@ static struct tc_clone *tc_clone_add(struct tc_clone *fresh)
 
 	spin_lock(&tc_clones_lock);
 	c = tc_clone_find(fresh->digest, fresh->scope, fresh->sb, fresh->size);
-	if (!c) {
+	if (!c && atomic_read(&tc_clones_live) >= TC_CLONE_MAX) {
+		c = ERR_PTR(-EBUSY);
+	} else if (!c) {
 		c = fresh;
 		c->users = 1;
 		INIT_LIST_HEAD(&c->idle);
@@ -473,7 +484,7 @@ static struct tc_clone *tc_clone_build(struct tc_canon_scope *s,
 	fresh->sb = file_inode(file)->i_sb;
 	fresh->size = i_size_read(fresh->inode);
 	btrfs_canon_enable();
-	c = tc_clone_add(fresh);
+	c = tc_clone_add(fresh);	/* past the cap: an error, not ours */
 	*mine = c == fresh;
 	if (!*mine) {
 		btrfs_canon_disable();

@@ -163,10 +163,14 @@ static void tc_clone_second_of_the_same_keys_uses_the_first(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, fb);
 	fa->inode = file_inode(a);
 	fb->inode = file_inode(b);
-	fa->digest = fb->digest = 7;
-	fa->scope = fb->scope = U64_MAX;
-	fa->sb = fb->sb = file_inode(a)->i_sb;
-	fa->size = fb->size = PAGE_SIZE;
+	fa->digest = 7;
+	fa->scope = U64_MAX;
+	fa->sb = file_inode(a)->i_sb;
+	fa->size = PAGE_SIZE;
+	fb->digest = fa->digest;
+	fb->scope = fa->scope;
+	fb->sb = fa->sb;
+	fb->size = fa->size;
 	ihold(fa->inode);
 	btrfs_canon_enable();		/* as tc_clone_build() does */
 	KUNIT_EXPECT_PTR_EQ(test, tc_clone_add(fa), fa);
@@ -182,6 +186,44 @@ static void tc_clone_second_of_the_same_keys_uses_the_first(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(a)));
 	fput(a);
 	fput(b);
+}
+
+/*
+ * At most TC_CLONE_MAX clones live, in use or not: the next layout gets
+ * none (its mapping is private), but a clone of keys already published is
+ * still found. The buckets' walks stay bounded.
+ */
+static void tc_clone_live_ones_are_capped(struct kunit *test)
+{
+	struct file *a = tc_test_shmem(test);
+	struct tc_clone *fresh = kzalloc(sizeof(*fresh), GFP_KERNEL);
+	struct tc_clone **cs, *c;
+	int i, n = TC_CLONE_MAX - atomic_read(&tc_clones_live);
+
+	KUNIT_ASSERT_NOT_NULL(test, fresh);
+	KUNIT_ASSERT_GT(test, n, 0);
+	cs = kvcalloc(n, sizeof(*cs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, cs);
+	for (i = 0; i < n; i++)
+		cs[i] = tc_test_clone(test, file_inode(a), 1000 + i);
+	fresh->inode = file_inode(a);
+	fresh->digest = 999;
+	fresh->scope = U64_MAX;
+	fresh->sb = file_inode(a)->i_sb;
+	fresh->size = i_size_read(file_inode(a));
+	KUNIT_EXPECT_TRUE(test, IS_ERR(tc_clone_add(fresh)));
+	fresh->digest = 1000;
+	c = tc_clone_add(fresh);
+	KUNIT_EXPECT_PTR_EQ(test, c, cs[0]);
+	if (!IS_ERR(c) && c != fresh)
+		tc_extent_clone_put(c);
+	kfree(fresh);
+	for (i = 0; i < n; i++)
+		tc_extent_clone_put(cs[i]);
+	tc_extent_clone_close(file_inode(a)->i_sb);
+	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), 0U);
+	kvfree(cs);
+	fput(a);
 }
 
 struct tc_test_close {
@@ -234,6 +276,7 @@ static struct kunit_case tc_extent_mmap_cases[] = {
 	KUNIT_CASE(tc_clone_idle_ones_are_capped_oldest_first),
 	KUNIT_CASE(tc_clone_second_of_the_same_keys_uses_the_first),
 	KUNIT_CASE(tc_clone_close_waits_for_its_clones_being_freed),
+	KUNIT_CASE(tc_clone_live_ones_are_capped),
 	{}
 };
 
