@@ -367,9 +367,19 @@ static struct inode *tc_clone_make(struct file *file)
 	struct file *tmp;
 	loff_t ret;
 
-	if (!file->f_op->remap_file_range || __mnt_is_readonly(parent.mnt) ||
-	    !sb_start_write_trylock(sb))
+	if (!file->f_op->remap_file_range)
 		return NULL;
+	/*
+	 * In mnt_want_write()'s order, but never waiting for a thaw. Write
+	 * access to the mount is held, not only looked at: a remount
+	 * read-only meanwhile would otherwise meet an orphan made under it.
+	 */
+	if (!sb_start_write_trylock(sb))
+		return NULL;
+	if (mnt_get_write_access(parent.mnt)) {
+		sb_end_write(sb);
+		return NULL;
+	}
 	parent.dentry = dget_parent(file->f_path.dentry);
 	old = override_creds(tc_clone_cred);
 	tmp = kernel_tmpfile_open(mnt_idmap(parent.mnt), &parent,
@@ -378,6 +388,7 @@ static struct inode *tc_clone_make(struct file *file)
 	revert_creds(old);
 	dput(parent.dentry);
 	if (IS_ERR(tmp)) {
+		mnt_put_write_access(parent.mnt);
 		sb_end_write(sb);
 		return NULL;
 	}
@@ -387,6 +398,7 @@ static struct inode *tc_clone_make(struct file *file)
 	 * taken above (that one would wait for a thaw).
 	 */
 	ret = file->f_op->remap_file_range(file, 0, tmp, 0, 0, 0);
+	mnt_put_write_access(parent.mnt);
 	sb_end_write(sb);
 	if (ret >= 0 && i_size_read(file_inode(tmp)) == i_size_read(inode)) {
 		clone = file_inode(tmp);
