@@ -95,9 +95,25 @@ struct totalcow_c {
 	dev_t devt;
 };
 
-/* Per-bio data. */
 /* totalcow_read_kind(): look the run up again (never returned to dm). */
 #define TC_MAPIO_RETRY	(-1)
+
+/*
+ * How many times a read looks its run up before it reads the origin
+ * without the cache. A look is outdated only if another CPU moved the
+ * run's first block on between it and what the read then did: from absent
+ * to being filled (another reader's fill claimed it first) or from being
+ * filled to cached (that fill published before this read could wait for
+ * it). The read then did nothing and looks again. Those two moves are all
+ * a block makes until a write, an invalidation or an eviction drops it,
+ * so the third look finds the run cached, or absent again because it was
+ * dropped, when reading the origin is what any reader would do. Two looks
+ * were not enough: a reader preempted for as long as a fill takes, after
+ * losing the claim to it, read the origin a second time.
+ */
+#define TC_MAP_TRIES	3
+
+/* Per-bio data. */
 
 struct tc_io {
 	sector_t sector;		/* target-relative, for a requeue */
@@ -524,9 +540,13 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 	i = tc_alloc_pages_bulk(gfp, nr, fio->fill.pages);
 	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
 	if (!got) {
-		/* Pages, but no claim: another fill or a write came first. */
+		/*
+		 * Pages, but no claim: another fill or a write came first.
+		 * Only the former is worth another look: after a write,
+		 * @seq stays stale and every claim with it fails.
+		 */
 		if (lost)
-			*lost = i;
+			*lost = i && tc_cache_seq(&tc->cache) == seq;
 		totalcow_fill_free(fio, i);
 		return NULL;
 	}
@@ -704,7 +724,7 @@ static void totalcow_readahead(struct totalcow_c *tc,
  * one CPU never sees without a sleep in between: then, unless @last, this
  * returns TC_MAPIO_RETRY having done nothing, and the caller looks again
  * (the run is filling or cached by now) instead of reading the origin a
- * second time.
+ * second time (TC_MAP_TRIES).
  */
 static int totalcow_read_kind(struct totalcow_c *tc, struct bio *bio,
 			      struct tc_io *io, enum tc_run kind,
@@ -742,7 +762,7 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 	struct page *pages[TC_HIT_MAX];
 	unsigned long seq, blk, ra_start;
 	unsigned short ioprio = 0;
-	unsigned int nr, count;
+	unsigned int nr, count, tries;
 	enum tc_run kind;
 	sector_t len;
 	bool ra;
@@ -774,15 +794,15 @@ static int totalcow_map_read(struct totalcow_c *tc, struct bio *bio,
 		ioprio = bio->bi_ioprio;
 	}
 
-	ret = totalcow_read_kind(tc, bio, io, kind, pages, blk, count, seq,
-				 sector, false);
-	if (ret == TC_MAPIO_RETRY) {
+	for (tries = 1; ; tries++) {
+		ret = totalcow_read_kind(tc, bio, io, kind, pages, blk, count,
+					 seq, sector, tries == TC_MAP_TRIES);
+		if (ret != TC_MAPIO_RETRY)
+			break;
 		/* Counted as misses, but nothing was read from the origin. */
 		tc_cache_unmiss(&tc->cache, count);
 		kind = tc_cache_lookup(&tc->cache, blk, count, pages, &count);
 		totalcow_trim(bio, (sector_t)count << TC_BLOCK_SHIFT);
-		ret = totalcow_read_kind(tc, bio, io, kind, pages, blk, count,
-					 seq, sector, true);
 	}
 
 	if (ra) {
