@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from vmrun import LANES, STOCK_LANES, lanes, run_vm
+from vmrun import LANES, STOCK_LANES, lanes, run_vm, small_mem
 
 # The User-Mode Linux lanes (the others are QEMU, where TCG makes each
 # operation slow).
@@ -84,7 +84,7 @@ def test_fills_racing_writes_never_leave_stale_data(lane):
     readers run on CPUs of their own and TCG makes each operation slow)."""
     seconds = "20" if lane in UML else "10"
     r = passed(run_vm("tests/guest/dm-totalcow-race.sh", seconds, disks=("64M",),
-                      **LANES[lane]))
+                      mem=small_mem(lane), **LANES[lane]))
     lines = [l for l in r.console.splitlines() if l.startswith("race: ") and "errors" in l]
     assert len(lines) == 3 and all(l.endswith(" 0 errors") for l in lines), lines
 
@@ -109,7 +109,7 @@ def test_fills_read_into_own_pages_and_readers_wait_for_them(lane):
     # throughout each read there, which one CPU gives only at preemptions.
     tries, seconds = ("150", "15") if lane in UML else ("40", "8")
     r = passed(run_vm("tests/guest/dm-totalcow-fills.sh", tries, seconds,
-                      disks=("256M",), timeout=1800, **LANES[lane]))
+                      disks=("256M",), mem=small_mem(lane), timeout=1800, **LANES[lane]))
     scribbles = re.findall(r"^scribble: (\d+) tries, (\d+) wrong reads, (\d+) I/O errors$",
                            r.console, re.M)
     assert scribbles == [(tries, "0", "0")] * 2, r.explain()

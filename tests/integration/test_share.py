@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from vmrun import LANES, lanes, run_vm
+from vmrun import LANES, lanes, run_vm, small_mem
 
 # Each sharing test runs on the three: the debug kernel, the preemptible
 # one (the base kernel: no debug option) and x86-64 (SMP and preemptible,
@@ -131,7 +131,7 @@ def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte(lane):
 
 def proof(mode, tries, collisions, lane):
     r = run_vm("tests/guest/share-proof.sh", mode, str(tries), str(collisions),
-               disks=("2G",), **LANES[lane])
+               disks=("2G",), mem=small_mem(lane), **LANES[lane])
     m = re.search(rf"^proof {mode}: (\d+) tries, (\d+) collisions, (\d+) wrong reads, "
                   r"(\d+) pages proven$",
                   r.console, re.M)

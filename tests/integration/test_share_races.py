@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from vmrun import LANES, lanes, run_vm
+from vmrun import LANES, lanes, run_vm, small_mem
 
 CLOSING = re.compile(r"^writeback-race: (\d+) tries, (\d+) wrong reads, (\d+) lost writes, "
                      r"(\d+) pages proven$", re.M)
@@ -90,7 +90,7 @@ def test_a_member_added_while_its_files_are_classified_shares(lane):
     were lost in 6 of 100 tries; such code passes 100 tries with
     probability 0.94^100, 0.2%."""
     r = run_vm("tests/guest/share-classify-race.sh", str(CLASSIFY_TRIES), disks=("1G",),
-               timeout=900, **{**LANES[lane], "smp": 4})
+               mem=small_mem(lane), timeout=900, **{**LANES[lane], "smp": 4})
     assert r.status == 0, r.explain()
     m = CLASSIFY.search(r.console)
     assert m, r.explain()
