@@ -229,6 +229,30 @@ static void tc_cache_concurrent_miss_waits_for_the_fill(struct kunit *test)
 }
 
 /*
+ * Two readers look the cold run of 4 blocks at 0 up before either claims
+ * it; the first claims it (the fill returned), the second's claim fails
+ * and it uncounts its misses: *@count is its run, to look up again.
+ */
+static struct tc_fill *tc_test_lose_claim(struct kunit *test, struct tc_cache *c,
+					  unsigned int *count)
+{
+	struct page *hits[4];
+	unsigned int first, got;
+	struct tc_fill *f;
+
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &first), TC_RUN_ABSENT);
+	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, count), TC_RUN_ABSENT);
+	KUNIT_EXPECT_EQ(test, c->stats.misses, 8);
+	f = tc_test_begin(test, c, 0, first, 1, &got);
+	KUNIT_ASSERT_EQ(test, got, 4);
+	tc_test_begin(test, c, 0, *count, 9, &got);
+	KUNIT_EXPECT_EQ(test, got, 0);
+	tc_cache_unmiss(c, *count);
+	KUNIT_EXPECT_EQ(test, c->stats.misses, 4);
+	return f;
+}
+
+/*
  * Two readers on two CPUs look the same cold run up before either claims
  * it (the interleaving one CPU without preemption never produces): both
  * see it absent and count misses; the second's claim fails. It uncounts
@@ -241,19 +265,10 @@ static void tc_cache_lost_claim_looks_again_and_waits(struct kunit *test)
 	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
 	struct tc_cache *c = tc_test_cache(test, 100);
 	struct bio *w = tc_test_bio(test, 4);
-	unsigned int count1, count2, got;
 	struct page *hits[4];
-	struct tc_fill *f;
+	unsigned int count2;
+	struct tc_fill *f = tc_test_lose_claim(test, c, &count2);
 
-	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &count1), TC_RUN_ABSENT);
-	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &count2), TC_RUN_ABSENT);
-	KUNIT_EXPECT_EQ(test, c->stats.misses, 8);
-	f = tc_test_begin(test, c, 0, count1, 1, &got);
-	KUNIT_ASSERT_EQ(test, got, 4);
-	tc_test_begin(test, c, 0, count2, 9, &got);
-	KUNIT_EXPECT_EQ(test, got, 0);
-	tc_cache_unmiss(c, count2);
-	KUNIT_EXPECT_EQ(test, c->stats.misses, 4);
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, count2, hits, &count2), TC_RUN_FILLING);
 	KUNIT_EXPECT_EQ(test, count2, 4);
 	KUNIT_EXPECT_TRUE(test, tc_cache_wait(c, 0, count2, NULL, w));
@@ -276,17 +291,9 @@ static void tc_cache_fill_done_before_the_wait_is_a_hit_on_the_third_look(struct
 {
 	struct bio_list served = BIO_EMPTY_LIST, requeue = BIO_EMPTY_LIST;
 	struct tc_cache *c = tc_test_cache(test, 100);
-	unsigned int count1, count2, got;
 	struct page *hits[4];
-	struct tc_fill *f;
-
-	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &count1), TC_RUN_ABSENT);
-	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, 4, hits, &count2), TC_RUN_ABSENT);
-	f = tc_test_begin(test, c, 0, count1, 1, &got);
-	KUNIT_ASSERT_EQ(test, got, 4);
-	tc_test_begin(test, c, 0, count2, 9, &got);
-	KUNIT_EXPECT_EQ(test, got, 0);
-	tc_cache_unmiss(c, count2);
+	unsigned int count2;
+	struct tc_fill *f = tc_test_lose_claim(test, c, &count2);
 
 	/* Second look: the fill is in flight; it publishes before the wait. */
 	KUNIT_EXPECT_EQ(test, tc_cache_lookup(c, 0, count2, hits, &count2), TC_RUN_FILLING);
