@@ -114,7 +114,6 @@ struct totalcow_c {
 #define TC_MAP_TRIES	3
 
 /* Per-bio data. */
-
 struct tc_io {
 	sector_t sector;		/* target-relative, for a requeue */
 	unsigned long blk;		/* first block, while waiting on a fill */
