@@ -527,6 +527,12 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 
 	if (lost)
 		*lost = false;
+	/*
+	 * A write or a whitelist change since @seq: every claim with it
+	 * fails, so allocate nothing (a read then goes to the origin at once).
+	 */
+	if (tc_cache_seq(&tc->cache) != seq)
+		return NULL;
 
 	fio = kmem_cache_alloc(tc_fill_cache, gfp);
 	if (!fio)
@@ -539,13 +545,9 @@ static struct tc_fill_io *totalcow_fill_alloc(struct totalcow_c *tc,
 	i = tc_alloc_pages_bulk(gfp, nr, fio->fill.pages);
 	got = i ? tc_cache_begin_fill(&tc->cache, &fio->fill, blk, i, seq) : 0;
 	if (!got) {
-		/*
-		 * Pages, but no claim: another fill or a write came first.
-		 * Only the former is worth another look: after a write,
-		 * @seq stays stale and every claim with it fails.
-		 */
+		/* Pages, but no claim: another fill or a write came first. */
 		if (lost)
-			*lost = i && tc_cache_seq(&tc->cache) == seq;
+			*lost = i;
 		totalcow_fill_free(fio, i);
 		return NULL;
 	}
