@@ -180,7 +180,10 @@ bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical)
  * zoned (a write lands where the zone's pointer is, not where it was
  * reserved), not with a RAID stripe tree (a read without an inode looks
  * stripes up in the commit root: data of the running transaction would
- * not be found), and not with sectors larger than a page.
+ * not be found), not with sectors larger than a page, and not without data
+ * checksums (mounted rescue=ignoredatacsums, or a checksum tree that did
+ * not load under rescue=ignorebadroots: a canonical page is proven by its
+ * checksums, and there is no checksum root to look them up in).
  */
 int tc_canon_fs_eligible(struct super_block *sb)
 {
@@ -191,7 +194,8 @@ int tc_canon_fs_eligible(struct super_block *sb)
 	fs_info = btrfs_sb(sb);
 	if (btrfs_fs_incompat(fs_info, MIXED_GROUPS) || btrfs_is_zoned(fs_info) ||
 	    btrfs_fs_incompat(fs_info, RAID_STRIPE_TREE) ||
-	    fs_info->sectorsize > PAGE_SIZE)
+	    fs_info->sectorsize > PAGE_SIZE ||
+	    test_bit(BTRFS_FS_STATE_NO_DATA_CSUMS, &fs_info->fs_state))
 		return -EOPNOTSUPP;
 	return 0;
 }

@@ -82,7 +82,7 @@ static ssize_t tc_extents_store(const char *op, const char *buf, size_t count,
 	}
 	path_put(&path);
 	if (err == -EOPNOTSUPP)
-		pr_warn("totalcow: extents/%s: %s: not on a file system with mixed block groups, zoned, or sectors larger than a page\n",
+		pr_warn("totalcow: extents/%s: %s: not on a file system with mixed block groups, zoned, without data checksums, or with sectors larger than a page\n",
 			op, name);
 	else if (err == -EEXIST)
 		pr_warn("totalcow: extents/%s: the subvolume of %s is in a scope already\n",
