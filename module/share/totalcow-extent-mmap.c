@@ -50,6 +50,7 @@
 #include <linux/workqueue.h>
 
 #include "canon.h"
+#include "reflink.h"
 #include "totalcow-canon.h"
 #include "totalcow-extent-mmap.h"
 #include "totalcow-mmap.h"
@@ -355,8 +356,13 @@ void tc_extent_clone_close(struct super_block *sb)
 /*
  * Clone @file whole into a new unlinked file beside it: its inode, with a
  * reference, or NULL. Made under the kernel's credential in @file's
- * directory. A frozen or read-only file system makes none: mmap() never
- * waits for a thaw.
+ * directory. It never waits for anything another process can hold for as
+ * long as it likes while it holds the file system's write access, which
+ * a freeze, every writer behind the freeze and a remount read-only wait
+ * for (docs/design.md, "Who waits for whom"): a frozen or read-only file
+ * system makes none (mmap() never waits for a thaw), nor does a file
+ * whose inode lock, mmap lock or direct I/O a reader holds
+ * (btrfs_clone_file_nowait()).
  */
 static struct inode *tc_clone_make(struct file *file)
 {
@@ -367,8 +373,6 @@ static struct inode *tc_clone_make(struct file *file)
 	struct file *tmp;
 	loff_t ret;
 
-	if (!file->f_op->remap_file_range)
-		return NULL;
 	/*
 	 * In mnt_want_write()'s order, but never waiting for a thaw. Write
 	 * access to the mount is held, not only looked at: a remount
@@ -393,11 +397,11 @@ static struct inode *tc_clone_make(struct file *file)
 		return NULL;
 	}
 	/*
-	 * The file system's own clone, to the end of @file, called as
-	 * vfs_clone_file_range() does but inside the freeze protection
-	 * taken above (that one would wait for a thaw).
+	 * The file system's own clone, to the end of @file, inside the
+	 * freeze protection taken above (vfs_clone_file_range() would wait
+	 * for a thaw), and giving up rather than wait for @file's locks.
 	 */
-	ret = file->f_op->remap_file_range(file, 0, tmp, 0, 0, 0);
+	ret = btrfs_clone_file_nowait(file, tmp);
 	mnt_put_write_access(parent.mnt);
 	sb_end_write(sb);
 	if (ret >= 0 && i_size_read(file_inode(tmp)) == i_size_read(inode)) {
@@ -462,11 +466,11 @@ static struct tc_clone *tc_clone_add(struct tc_clone *fresh)
 /*
  * Make a clone of @file, whose keys hash to @digest, and publish it, or
  * use the one another mapper published meanwhile. Nobody waits for a
- * clone being made: its making may wait for a lock of the file it is made
- * from (the file system's clone locks both inodes), which the file's
- * owner, in another container, may hold for as long as it likes (an
- * O_DIRECT read it throttles). Mappers of the same keys at once each make
- * one and all but the first drop theirs: one copy of the pages still.
+ * clone being made, nor does its making wait for the file's locks, which
+ * any reader of the file, in another container, may hold for as long as
+ * it likes (an O_DIRECT read it throttles): such a making fails, and the
+ * mapping maps the file itself. Mappers of the same keys at once each
+ * make one and all but the first drop theirs: one copy of the pages still.
  * @mine: whether the clone returned is the one made here.
  */
 static struct tc_clone *tc_clone_build(struct tc_canon_scope *s,
