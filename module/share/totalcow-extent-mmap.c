@@ -44,6 +44,7 @@
 #include <linux/pagemap.h>
 #include <linux/page_alias.h>
 #include <linux/random.h>
+#include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/siphash.h>
 #include <linux/slab.h>
@@ -101,6 +102,8 @@ static DEFINE_HASHTABLE(tc_clones, TC_CLONE_HASH_BITS);
 static DEFINE_HASHTABLE(tc_clone_inodes, TC_CLONE_HASH_BITS);
 static LIST_HEAD(tc_clones_idle);	/* oldest first */
 static unsigned int tc_clones_nr_idle;
+/* Unpublished, for the reaper to free (on @idle). */
+static LIST_HEAD(tc_clones_doomed);
 static DEFINE_SPINLOCK(tc_clones_lock);
 static atomic_t tc_clones_live = ATOMIC_INIT(0);
 /* Clones unpublished and not yet freed: a close waits for its own. */
@@ -234,21 +237,17 @@ static void tc_clone_unlink(struct tc_clone *c, struct list_head *dead)
 	tc_clones_nr_idle--;
 }
 
-/* Free the clones on @dead: the last iput() deletes each file. */
-static void tc_clone_free(struct list_head *dead)
+/* Free unpublished @c: its last iput() deletes the file. */
+static void tc_clone_free(struct tc_clone *c)
 {
-	struct tc_clone *c, *next;
-
-	list_for_each_entry_safe(c, next, dead, idle) {
-		atomic_dec(&tc_clones_live);
-		iput(c->inode);
-		btrfs_canon_disable();
-		spin_lock(&tc_clones_lock);
-		list_del(&c->dying);
-		spin_unlock(&tc_clones_lock);
-		kfree_rcu(c, rcu);
-		wake_up_var(&tc_clones_dying);
-	}
+	atomic_dec(&tc_clones_live);
+	iput(c->inode);
+	btrfs_canon_disable();
+	spin_lock(&tc_clones_lock);
+	list_del(&c->dying);
+	spin_unlock(&tc_clones_lock);
+	kfree_rcu(c, rcu);
+	wake_up_var(&tc_clones_dying);
 }
 
 /* Is a clone of @sb unpublished but not yet freed? */
@@ -268,12 +267,22 @@ static bool tc_clone_dying_on(struct super_block *sb)
 	return found;
 }
 
-/* Free the clones idle for TC_CLONE_IDLE, a batch at a time. */
+/*
+ * Free the doomed clones and those idle for TC_CLONE_IDLE, a batch at a
+ * time. Deleting a clone is a transaction of its file system, which waits
+ * while that one is frozen; the reaper frees clones of every file system,
+ * so it frees each only inside its file system's freeze protection, taken
+ * without waiting: a clone of a frozen (or freezing) file system is left
+ * doomed, and tried again a second later. So nothing of another file
+ * system waits for a thaw: not the reaper, not a munmap() that dooms a
+ * clone, not an unmount waiting for its own clones.
+ */
 static void tc_clone_reap(struct work_struct *work)
 {
 	unsigned long next = 0, now;
-	struct tc_clone *c;
+	struct tc_clone *c, *tmp;
 	LIST_HEAD(dead);
+	LIST_HEAD(frozen);
 	int n = 0;
 
 	spin_lock(&tc_clones_lock);
@@ -291,33 +300,56 @@ static void tc_clone_reap(struct work_struct *work)
 		}
 		tc_clone_unlink(c, &dead);
 	}
+	list_splice_init(&tc_clones_doomed, &dead);
 	spin_unlock(&tc_clones_lock);
-	tc_clone_free(&dead);
+	list_for_each_entry_safe(c, tmp, &dead, idle) {
+		struct super_block *sb = c->sb;
+
+		if (!sb_start_write_trylock(sb)) {
+			list_move_tail(&c->idle, &frozen);
+			continue;
+		}
+		/* As an unlink's iput() is: inside the freeze protection. */
+		list_del(&c->idle);
+		tc_clone_free(c);
+		sb_end_write(sb);
+	}
+	if (!list_empty(&frozen)) {
+		spin_lock(&tc_clones_lock);
+		list_splice_tail(&frozen, &tc_clones_doomed);
+		spin_unlock(&tc_clones_lock);
+		if (!next || next > HZ)
+			next = HZ;
+	}
 	if (next)
-		schedule_delayed_work(&tc_clone_reaper, next);
+		mod_delayed_work(system_wq, &tc_clone_reaper, next);
 }
 
 /*
- * Release what tc_clone_get() returned. The last user
- * leaves the clone idle, and the oldest idle one goes if there are too
- * many.
+ * Release what tc_clone_get() returned. The last user leaves the clone
+ * idle; if there are too many, the oldest idle one is doomed, for the
+ * reaper to free: the caller (munmap(), a process's exit) never deletes a
+ * file, which would make it wait for that file's file system.
  */
 void tc_extent_clone_put(struct tc_clone *c)
 {
-	LIST_HEAD(dead);
+	bool doomed = false;
 
 	spin_lock(&tc_clones_lock);
 	if (!--c->users) {
 		c->idle_since = jiffies;
 		list_add_tail(&c->idle, &tc_clones_idle);
-		if (++tc_clones_nr_idle > TC_CLONE_IDLE_MAX)
+		if (++tc_clones_nr_idle > TC_CLONE_IDLE_MAX) {
 			tc_clone_unlink(list_first_entry(&tc_clones_idle,
 							 struct tc_clone, idle),
-					&dead);
+					&tc_clones_doomed);
+			doomed = true;
+		}
 	}
 	spin_unlock(&tc_clones_lock);
-	tc_clone_free(&dead);
-	if (!delayed_work_pending(&tc_clone_reaper))
+	if (doomed)
+		mod_delayed_work(system_wq, &tc_clone_reaper, 0);
+	else if (!delayed_work_pending(&tc_clone_reaper))
 		schedule_delayed_work(&tc_clone_reaper, TC_CLONE_IDLE);
 }
 
@@ -326,14 +358,16 @@ void tc_extent_clone_put(struct tc_clone *c)
  * @sb: its super block, from close_ctree() (btrfs's ->close hook), after
  *	the VFS evicted its unused inodes and before the last commit
  *
- * Every clone of @sb is idle: a mapping holds its mount, so a file system
- * with one is not being closed. The last iput() of each deletes it; the
+ * Every clone of @sb is idle or doomed: a mapping holds its mount, so a
+ * file system with one is not being closed, nor is a frozen one (a freeze
+ * holds an active reference). The last iput() of each deletes it; the
  * commit that follows makes that durable (an unclean stop leaves orphans,
- * which the next mount deletes). Clones of @sb that the reaper or a put
- * took off the idle list before, and is freeing, are waited for: an iput()
- * after close_ctree() would be a use after free. The wait is bounded by
- * those iput()s (at most TC_CLONE_REAP_BATCH of the reaper's, one per
- * put), and the dying list's walk by as many clones.
+ * which the next mount deletes). Clones of @sb that the reaper took off
+ * the lists before, and is freeing, are waited for: an iput() after
+ * close_ctree() would be a use after free. The wait is bounded by those
+ * iput()s (at most TC_CLONE_REAP_BATCH and the doomed ones of @sb, none
+ * of which waits for another file system), and the dying list's walk by
+ * as many clones.
  */
 void tc_extent_clone_close(struct super_block *sb)
 {
@@ -344,8 +378,14 @@ void tc_extent_clone_close(struct super_block *sb)
 	list_for_each_entry_safe(c, next, &tc_clones_idle, idle)
 		if (c->sb == sb)
 			tc_clone_unlink(c, &dead);
+	list_for_each_entry_safe(c, next, &tc_clones_doomed, idle)
+		if (c->sb == sb)
+			list_move_tail(&c->idle, &dead);
 	spin_unlock(&tc_clones_lock);
-	tc_clone_free(&dead);
+	list_for_each_entry_safe(c, next, &dead, idle) {
+		list_del(&c->idle);
+		tc_clone_free(c);
+	}
 	/*
 	 * The lock orders a freer's list_del() before its look at the wait
 	 * queue, and our joining the queue before our look at the list.
@@ -363,6 +403,11 @@ void tc_extent_clone_close(struct super_block *sb)
  * system makes none (mmap() never waits for a thaw), nor does a file
  * whose inode lock, mmap lock or direct I/O a reader holds
  * (btrfs_clone_file_nowait()).
+ *
+ * The clone's size counts against the mapper's file-size limit, as any
+ * clone's does (generic_write_check_limits(), which sends SIGXFSZ): a
+ * mapper under a smaller one (ulimit -f, a sandbox) makes none, and maps
+ * a clone only if one was made already.
  */
 static struct inode *tc_clone_make(struct file *file)
 {
@@ -373,6 +418,8 @@ static struct inode *tc_clone_make(struct file *file)
 	struct file *tmp;
 	loff_t ret;
 
+	if ((u64)i_size_read(inode) > rlimit(RLIMIT_FSIZE))
+		return NULL;
 	/*
 	 * In mnt_want_write()'s order, but never waiting for a thaw. Write
 	 * access to the mount is held, not only looked at: a remount

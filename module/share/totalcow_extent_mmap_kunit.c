@@ -116,8 +116,9 @@ static void tc_clone_in_use_survives_close(struct kunit *test)
 }
 
 /*
- * At most TC_CLONE_IDLE_MAX idle clones: one more frees the oldest. Many
- * clones of one inode stand for many clones here.
+ * At most TC_CLONE_IDLE_MAX idle clones: one more dooms the oldest, which
+ * the reaper frees, not the put. Many clones of one inode stand for many
+ * clones here.
  */
 static void tc_clone_idle_ones_are_capped_oldest_first(struct kunit *test)
 {
@@ -140,6 +141,11 @@ static void tc_clone_idle_ones_are_capped_oldest_first(struct kunit *test)
 		tc_extent_clone_put(cs[i]);
 	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), (unsigned int)TC_CLONE_IDLE_MAX);
 	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(b)));
+	spin_lock(&tc_clones_lock);
+	KUNIT_EXPECT_PTR_EQ(test, list_first_entry_or_null(&tc_clones_doomed,
+							   struct tc_clone, idle),
+			    first);
+	spin_unlock(&tc_clones_lock);
 	KUNIT_EXPECT_TRUE(test, tc_extent_clone_inode(file_inode(a)));
 	tc_extent_clone_close(file_inode(a)->i_sb);
 	KUNIT_EXPECT_EQ(test, tc_test_nr_idle(), 0U);
@@ -264,10 +270,54 @@ static void tc_clone_close_waits_for_its_clones_being_freed(struct kunit *test)
 	task = kthread_run(tc_test_close_fn, &t, "tc-clone-close");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
 	KUNIT_EXPECT_FALSE(test, wait_for_completion_timeout(&t.done, HZ / 5));
-	tc_clone_free(&dead);			/* the reaper's iput() */
+	list_del(&c->idle);
+	tc_clone_free(c);			/* the reaper's iput() */
 	KUNIT_EXPECT_TRUE(test, wait_for_completion_timeout(&t.done, 10 * HZ));
 	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(a)->i_count), count - 1);
 	fput(a);
+}
+
+/*
+ * The reaper frees a clone only inside its file system's freeze
+ * protection, taken without waiting: a doomed clone of a frozen file
+ * system stays doomed, and another's is freed meanwhile; after the thaw
+ * the next reap frees the first. (Deleting a clone is a transaction, which
+ * waits for a thaw: a reaper that waited would hold up every other file
+ * system's frees, and the munmap() or unmount waiting for them.) The
+ * frozen one is the anonymous-inode file system's, which nothing writes.
+ */
+static void tc_clone_reaper_skips_a_frozen_file_system(struct kunit *test)
+{
+	struct file *a = tc_test_shmem(test);
+	struct file *b = anon_inode_getfile("tc-clone-kunit", &simple_dir_operations,
+					    NULL, O_RDONLY);
+	struct super_block *frozen;
+	struct tc_clone *ca, *cb;
+	int count_a, count_b;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(b));
+	frozen = file_inode(b)->i_sb;
+	ca = tc_test_clone(test, file_inode(a), 20);
+	cb = tc_test_clone(test, file_inode(b), 21);
+	count_a = atomic_read(&file_inode(a)->i_count);
+	count_b = atomic_read(&file_inode(b)->i_count);
+	tc_extent_clone_put(ca);
+	tc_extent_clone_put(cb);
+	KUNIT_ASSERT_EQ(test, freeze_super(frozen, FREEZE_HOLDER_KERNEL), 0);
+	spin_lock(&tc_clones_lock);
+	tc_clone_unlink(cb, &tc_clones_doomed);
+	tc_clone_unlink(ca, &tc_clones_doomed);
+	spin_unlock(&tc_clones_lock);
+	tc_clone_reap(NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(a)->i_count), count_a - 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(b)->i_count), count_b);
+	KUNIT_EXPECT_TRUE(test, tc_clone_dying_on(frozen));
+	KUNIT_EXPECT_EQ(test, thaw_super(frozen, FREEZE_HOLDER_KERNEL), 0);
+	tc_clone_reap(NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(b)->i_count), count_b - 1);
+	KUNIT_EXPECT_FALSE(test, tc_clone_dying_on(frozen));
+	fput(a);
+	fput(b);
 }
 
 static struct kunit_case tc_extent_mmap_cases[] = {
@@ -276,6 +326,7 @@ static struct kunit_case tc_extent_mmap_cases[] = {
 	KUNIT_CASE(tc_clone_idle_ones_are_capped_oldest_first),
 	KUNIT_CASE(tc_clone_second_of_the_same_keys_uses_the_first),
 	KUNIT_CASE(tc_clone_close_waits_for_its_clones_being_freed),
+	KUNIT_CASE(tc_clone_reaper_skips_a_frozen_file_system),
 	KUNIT_CASE(tc_clone_live_ones_are_capped),
 	{}
 };

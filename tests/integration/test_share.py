@@ -461,6 +461,26 @@ def test_a_tenant_who_holds_its_files_lock_stalls_no_mapping_freeze_or_writer(la
 
 
 @EXTENTS
+def test_a_private_mapping_suffers_neither_its_file_size_limit_nor_a_frozen_file_system(lane):
+    """busybox run from a scope by an unprivileged user under `ulimit -f
+    0` runs, 5 of 5, mapping itself while no clone exists and the clone an
+    unlimited run made after; with 1024 idle clones of file system X and X
+    frozen, a mapping on file system Y that makes one clone too many idle
+    returns from munmap() and Y unmounts within 1 s each; after the thaw X
+    unmounts with no orphan left. Failed before 2026-12-02: the limited
+    runs were killed by SIGXFSZ (exit 153), and Y's munmap() deleted X's
+    oldest clone itself, sleeping until the thaw."""
+    r = run_vm("tests/guest/share-extents-mmap-isolation.sh", **LANES[lane],
+               disks=("1G", "1G"), timeout=600)
+    assert r.status == 0, r.explain()
+    assert re.search(r"^limits: 5 runs under ulimit -f 0 with a clone: 5 ran, mmaps_shared "
+                     r"\+[5-9]", r.console, re.M), r.explain()
+    assert re.search(r"^freeze: Y's mapper with X frozen: .*exited within 5 s: yes", r.console,
+                     re.M), r.explain()
+    assert "share-extents-mmap-isolation: all checks passed" in r.console, r.explain()
+
+
+@EXTENTS
 def test_sharing_scopes_never_share_a_page_across_tenants(lane):
     """One extent referred to by files of two subvolumes in scope
     tenant-a, one in tenant-b and one in none, each read once, cold:
