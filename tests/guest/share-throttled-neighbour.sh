@@ -14,6 +14,14 @@
 #     member. The victim's read returns, with the template's bytes, while
 #     the attacker's read is still throttled (it needs 8 s at that rate;
 #     before the fix the victim waited for all of its 4.25 MiB window).
+#  3. io_uring: the victim's pages 200-203 are aliases of template pages
+#     that left the page cache; the attacker, throttled again, reads its
+#     member's pages 200-203, which reads those template pages (8 s). The
+#     victim's io_uring buffered read of its page 200 (fio) must return
+#     from submission at once (io_uring promises not to block on I/O
+#     there), whenever the read completes. Failed before 2026-12-02:
+#     io_uring's retry with IOCB_WAITQ ran the policy's miss, which waited
+#     in the submitting task for the attacker's template read.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 groups=/sys/kernel/mm/totalcow/groups
 mnt=/mnt/btrfs
@@ -64,6 +72,9 @@ done
 echo +io > $cg/cgroup.subtree_control
 mkdir $cg/att $cg/vic
 read4k 1000 2000 $mnt/A/f > /dev/null
+# The victim's pages 200-203 become aliases of the template's (part 3).
+setpriv --reuid=1001 --regid=1001 --clear-groups \
+	dd if=$mnt/V/f of=/dev/null bs=16K skip=50 count=1 status=none || die "V's read"
 # The template's data leaves the page cache, its metadata stays.
 python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' $mnt/T/f
@@ -83,6 +94,26 @@ echo "neighbour: the victim's 4 KiB read returned while the attacker's throttled
 echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/att/io.max
 wait $att || die "the attacker's read failed"
 cmp /tmp/att <(dd if=$mnt/T/f bs=16K skip=25 count=1 status=none) || die "the attacker read wrong bytes"
+
+# 3. io_uring, against the same attacker reading template pages 200-203.
+echo "$(cat /sys/block/$DISK0/dev) rbps=2048" > $cg/att/io.max || die "io.max"
+sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 --clear-groups \
+	dd if=$mnt/A/f of=/tmp/att bs=16K skip=50 count=1 status=none" &
+att=$!
+sleep 1
+kill -0 $att 2>/dev/null || die "the attacker's second read was not throttled"
+sh -c "echo \$\$ > $cg/vic/cgroup.procs && exec timeout 60 setpriv --reuid=1001 --regid=1001 \
+	--clear-groups fio --name=uring --filename=$mnt/V/f --ioengine=io_uring --rw=read \
+	--bs=4k --offset=$((200 * 4096)) --size=4k --iodepth=1 --invalidate=0 \
+	--output-format=json" > /tmp/fio.json 2>/tmp/fio.err || die "fio: $(cat /tmp/fio.err)"
+read -r slat clat < <(python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+print(r["slat_ns"]["max"] / 1e9, r["clat_ns"]["max"] / 1e9)' /tmp/fio.json) || die "fio's output: $(cat /tmp/fio.json)"
+echo "neighbour: io_uring read of an alias behind the throttled read: submission $slat s, completion $clat s"
+[ "$(echo "$slat < 0.5" | bc)" = 1 ] || die "io_uring's submission waited for another cgroup's read ($slat s)"
+echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/att/io.max
+wait $att || die "the attacker's second read failed"
+cmp /tmp/att <(dd if=$mnt/T/f bs=16K skip=50 count=1 status=none) || die "the attacker read wrong bytes"
+[ "$(read4k 1001 200 $mnt/V/f)" = "$(want_at 200)" ] || die "V's page 200 reads wrong"
 rmdir $cg/att $cg/vic
 echo g > $groups/delete
 umount $mnt
