@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from vmrun import BUILD, LANES, RUNNER, STOCK_CHECK, TOP, X86_LANE_GROUP, lanes, run_vm
+from vmrun import (BUILD, LANES, RUNNER, STOCK_CHECK, STOCK_MARKS, TOP, X86_LANE_GROUP,
+                   X86_MARKS, lanes, run_vm)
 
 
 def load_runner():
@@ -101,21 +102,46 @@ def test_disks_in_a_disk_directory_are_removed_afterwards():
     assert r.status == 2 and "no such directory" in r.stderr, r.explain()
 
 
-def test_checkout_and_output_under_paths_the_guest_mounts_over():
+# The runner's options on each lane a checkout in /root runs on, and the
+# files of the checkout (beside the runner, guest-init and the script)
+# that lane's guest needs.
+ROOT_CHECKOUT_LANES = {
+    "uml": (["-k", os.path.join(BUILD, "uml-base", "linux")], ()),
+    # 1 GiB and no kmemleak scans: a cheap x86-64 debug guest.
+    "x86": (["--x86", "--debug", "-m", "1G", "--no-kmemleak"], ()),
+    "stock": (["--stock", STOCK_CHECK, "-m", "1G"],
+              ("tests/vm/stock-init", "tests/vm/stock-initramfs", "tests/vm/stock-modprobe")),
+}
+
+
+@pytest.mark.parametrize("lane", [
+    pytest.param("uml", id="uml"),
+    pytest.param("x86", id="x86", marks=X86_MARKS + [pytest.mark.x86_check]),
+    pytest.param("stock", id=f"stock-{STOCK_CHECK}",
+                 marks=STOCK_MARKS + [pytest.mark.stock_check]),
+])
+def test_checkout_and_output_under_paths_the_guest_mounts_over(lane):
     """The guest mounts tmpfs over /root, /tmp, /mnt ...: a checkout in
-    /root/src and an output directory in /tmp still reach the guest (the
-    guest mounts them from the host again). Before, the runner refused
-    such an output directory and the guest could not see such a checkout."""
-    kernel = os.path.join(BUILD, "uml-base", "linux")
+    /root/src and an output directory in /tmp still reach the guest (it
+    shows the checkout again, the output directory has its own mount), on
+    every lane. Before, the runner refused such an output directory and the
+    guest could not see such a checkout; then the QEMU lanes, whose root is
+    a 9p share that cannot be mounted twice, still could not (issue 51)."""
+    opts, files = ROOT_CHECKOUT_LANES[lane]
     with tempfile.TemporaryDirectory(dir="/root") as top, \
             tempfile.TemporaryDirectory(dir="/tmp") as out:
-        for rel in ("tests/vm/run", "tests/vm/guest-init", "tests/guest/exit-with.sh"):
+        for rel in ("tests/vm/run", "tests/vm/guest-init", "tests/guest/exit-with.sh") + files:
             os.makedirs(os.path.join(top, os.path.dirname(rel)), exist_ok=True)
             shutil.copy2(os.path.join(TOP, rel), os.path.join(top, rel))
-        p = subprocess.run([os.path.join(top, "tests/vm/run"), "-q", "-k", kernel, "-o", out,
-                            os.path.join(top, "tests/guest/exit-with.sh"), "5"],
+        p = subprocess.run([os.path.join(top, "tests/vm/run"), "-q", "-t", "300", "-o", out,
+                            *opts, os.path.join(top, "tests/guest/exit-with.sh"), "5"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=120, env={**os.environ, "TOTALCOW_BUILD_DIR": BUILD})
+                           timeout=400, env={**os.environ, "TOTALCOW_BUILD_DIR": BUILD})
+        log = os.path.join(out, "console.log")
+        if p.returncode != 5 and os.path.exists(log):
+            with open(log, errors="replace") as f:
+                pytest.fail(f"{p.stderr}\n--- console ---\n" +
+                            "\n".join(f.read().splitlines()[-30:]))
         assert p.returncode == 5, p.stderr
         with open(os.path.join(out, "exit-status")) as f:
             assert f.read().strip() == "5"
