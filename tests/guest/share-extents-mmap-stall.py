@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Helpers of share-extents-mmap-stall.sh.
 
-    share-extents-mmap-stall.py read FILE   O_DIRECT read of FILE's first
-                                            MiB; "read done" after it
+    share-extents-mmap-stall.py read FILE [MIB]
+                                            O_DIRECT read of FILE's first
+                                            MIB MiB (1); "read done" after
     share-extents-mmap-stall.py map FILE    map FILE MAP_PRIVATE, touch
                                             every page; prints the seconds
                                             mmap() took and the bytes'
@@ -21,14 +22,15 @@ MIB = 1 << 20
 def main():
     what, path = sys.argv[1], sys.argv[2]
     if what == "read":
+        size = int(sys.argv[3] if len(sys.argv) > 3 else 1) * MIB
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-        buf = mmap.mmap(-1, MIB)
+        buf = mmap.mmap(-1, size)
         # Present pages: btrfs reads O_DIRECT with page faults disabled.
-        buf.write(b"\0" * MIB)
+        buf.write(b"\0" * size)
         print("reading", flush=True)
         got = os.preadv(fd, [buf], 0)
-        print("read done" if got == MIB else f"read {got} bytes", flush=True)
-        sys.exit(0 if got == MIB else 1)
+        print("read done" if got == size else f"read {got} bytes", flush=True)
+        sys.exit(0 if got == size else 1)
     with open(path, "rb") as f:
         want = hashlib.sha256(f.read()).hexdigest()
     fd = os.open(path, os.O_RDONLY)
