@@ -18,6 +18,9 @@
 struct btrfs_fs_info;
 
 /* The cache of one file system: fs_info->canon. */
+#define TC_CANON_REGION_SHIFT	20
+#define TC_CANON_REGIONS	1024
+
 struct tc_canon_fs {
 	struct list_head node;		/* in tc_canon_filesystems */
 	/* Once unpublished: in tc_canon_dead_filesystems until freed. */
@@ -28,6 +31,12 @@ struct tc_canon_fs {
 	struct btrfs_fs_info *fs_info;
 	/* Bumped whenever a data range is handed out again. */
 	atomic64_t gen;
+	/*
+	 * Bumped whenever a data range of the region is handed out again:
+	 * a region is 1 MiB of logical addresses, and the regions TC_CANON_
+	 * REGIONS apart share a counter (tc_canon_region()).
+	 */
+	atomic64_t region_gen[TC_CANON_REGIONS];
 	/* Scopes; changed under tc_canon_mutex, walked under tc_canon_srcu. */
 	struct list_head scopes;
 	/*

@@ -15,10 +15,12 @@
  *
  * An address may hold other bytes once btrfs hands its space out again
  * (mm-patches/0015: fs/btrfs/canon.h): the reservation bumps the file
- * system's generation, so that whoever proved an extent before can tell
- * that the proof may be stale (tc_canon_gen(), tc_canon_unchanged()), and
- * drops the pages of the range; a page it finds locked (a read in flight)
- * it marks stale instead of waiting for it, and that read then fails.
+ * system's generation and its range's regions' (1 MiB each), so that
+ * whoever proved an extent before can tell that the proof may be stale
+ * (tc_canon_gen(), tc_canon_unchanged(); per page,
+ * tc_canon_keep_unchanged()), and drops the pages of the range; a page it
+ * finds locked (a read in flight) it marks stale instead of waiting for
+ * it, and that read then fails.
  *
  * Why a page in a canonical mapping always holds the current bytes of its
  * address: a page is inserted before its read looks the checksums up, and
@@ -349,6 +351,63 @@ u64 tc_canon_gen(struct tc_canon_scope *s)
 	return atomic64_read_acquire(&s->cfs->gen);
 }
 
+/* The counter of the region of logical address @logical. */
+static atomic64_t *tc_canon_region(struct tc_canon_fs *cfs, u64 logical)
+{
+	return &cfs->region_gen[(logical >> TC_CANON_REGION_SHIFT) %
+				TC_CANON_REGIONS];
+}
+
+/*
+ * The guard of canonical key @key, read while the extent it names is the
+ * file's (under the proof's extent lock): its region's counter for a
+ * regular page. A compressed key is guarded by the file system's
+ * generation (the extent's disk range may span two regions): 0 here.
+ */
+static u64 tc_canon_key_gen(struct tc_canon_fs *cfs, u64 key)
+{
+	if (tc_canon_key_compressed(key))
+		return 0;
+	/* Pairs with the barrier in tc_canon_forget(). */
+	return atomic64_read_acquire(tc_canon_region(cfs, key));
+}
+
+/**
+ * tc_canon_keep_unchanged - drop the pages a handout may have spoiled
+ * @s: the scope, held
+ * @gen: the file system's generation, read before the proof
+ * @keys: the pages' keys, from tc_canon_prove()
+ * @gens: their guards, from the same proof
+ * @pages: a bitmap of @nr pages; cleared for each page whose key may name
+ *	other bytes now
+ * @nr: the number of pages
+ *
+ * A handout anywhere on the file system moves the generation; only one in
+ * a page's region can be its address's. A page of a regular extent is
+ * kept if no range of its region was handed out since its proof, which
+ * read the region's counter while the extent was the file's (the extent
+ * lock holds every change of the file's extents off, and an extent's
+ * space is handed out only once it is freed): a handout of its address
+ * comes after that reading, and moves the counter. A compressed page is
+ * kept only if nothing was handed out at all. So a writer elsewhere on
+ * the file system spoils only the misses of its own regions.
+ */
+void tc_canon_keep_unchanged(struct tc_canon_scope *s, u64 gen,
+			     const u64 *keys, const u64 *gens,
+			     unsigned long *pages, unsigned long nr)
+{
+	unsigned long i;
+
+	/* As tc_canon_unchanged(): the pages and proofs read before. */
+	smp_mb();
+	if (atomic64_read(&s->cfs->gen) == gen)
+		return;
+	for_each_set_bit(i, pages, nr)
+		if (tc_canon_key_compressed(keys[i]) ||
+		    atomic64_read(tc_canon_region(s->cfs, keys[i])) != gens[i])
+			__clear_bit(i, pages);
+}
+
 /* Has no data range been handed out since @gen was read? */
 bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
 {
@@ -370,6 +429,9 @@ bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
  * @logicals: set, for each page proven, to its logical address
  * @proven: a bitmap of @nr bits, set for each page proven
  * @isize: set to the file size the proof read
+ * @s: the file's scope, held, if the caller wants @gens; else NULL
+ * @gens: if @s, set for each page proven to its guard, which
+ *	tc_canon_keep_unchanged() compares
  *
  * A page is proven when the file's extent map, which btrfs's own read of
  * the page would use, puts the whole page in one data extent: a regular
@@ -387,7 +449,8 @@ bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen)
  */
 unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 			     unsigned long nr, u64 *logicals,
-			     unsigned long *proven, loff_t *isize)
+			     unsigned long *proven, loff_t *isize,
+			     struct tc_canon_scope *s, u64 *gens)
 {
 	struct btrfs_inode *bi = BTRFS_I(inode);
 	u64 start = (u64)index << PAGE_SHIFT;
@@ -434,6 +497,9 @@ unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 			unsigned long i = (pos - start) >> PAGE_SHIFT;
 
 			if (tc_canon_logical(em, pos, &logicals[i])) {
+				if (s)
+					gens[i] = tc_canon_key_gen(s->cfs,
+								   logicals[i]);
 				__set_bit(i, proven);
 				n++;
 			}
@@ -763,9 +829,18 @@ static void tc_canon_forget(struct tc_canon_fs *cfs, u64 start, u64 len,
 	if (!len)
 		return;
 	if (reserved) {
+		u64 r, first_region = start >> TC_CANON_REGION_SHIFT;
+		u64 last_region = (start + len - 1) >> TC_CANON_REGION_SHIFT;
+
 		atomic64_inc(&cfs->gen);
+		/* At most every counter once: the walk is bounded. */
+		if (last_region - first_region >= TC_CANON_REGIONS)
+			last_region = first_region + TC_CANON_REGIONS - 1;
+		for (r = first_region; r <= last_region; r++)
+			atomic64_inc(tc_canon_region(cfs,
+						     r << TC_CANON_REGION_SHIFT));
 		/* Pairs with the barriers of the reads (both mappings). */
-		smp_mb__after_atomic();
+		smp_mb();
 	}
 	/* Compressed extents whose bytes on disk meet the range. */
 	z = tc_canon_zrange(start, len, &zfirst, &zlast);

@@ -100,11 +100,15 @@ void tc_canon_release(struct tc_canon_scope *s);
 
 u64 tc_canon_gen(struct tc_canon_scope *s);
 bool tc_canon_unchanged(struct tc_canon_scope *s, u64 gen);
+void tc_canon_keep_unchanged(struct tc_canon_scope *s, u64 gen,
+			     const u64 *keys, const u64 *gens,
+			     unsigned long *pages, unsigned long nr);
 
 bool tc_canon_logical(const struct extent_map *em, u64 pos, u64 *logical);
 unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 			     unsigned long nr, u64 *logicals,
-			     unsigned long *proven, loff_t *isize);
+			     unsigned long *proven, loff_t *isize,
+			     struct tc_canon_scope *s, u64 *gens);
 bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from);
 unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 			     struct folio_batch *fbatch);

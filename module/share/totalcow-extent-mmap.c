@@ -154,7 +154,8 @@ static bool tc_clone_keys(struct inode *inode, pgoff_t index,
 
 	if (tc_canon_cached_keys(inode, index, nr, keys) == nr)
 		return i_size_read(inode) == size;
-	return tc_canon_prove(inode, index, nr, keys, proven, &isize) == nr &&
+	return tc_canon_prove(inode, index, nr, keys, proven, &isize, NULL,
+			      NULL) == nr &&
 	       isize == size;
 }
 

@@ -28,9 +28,9 @@
  *    reader asked for; never for another reader's read of a page it did
  *    not ask for, which may run at that reader's throttled rate;
  * 4. stores aliases in the empty slots whose canonical page is uptodate,
- *    unless a data range was handed out since the proof began
- *    (tc_canon_unchanged()) or a folio left the mapping (the alias count,
- *    checked by filemap_add_page_aliases()).
+ *    except those of pages in whose region a data range was handed out
+ *    since the proof (tc_canon_keep_unchanged()), and none if a folio left
+ *    the mapping (the alias count, checked by filemap_add_page_aliases()).
  * Pages it does not alias are read into the file's own page cache as
  * without sharing.
  */
@@ -164,7 +164,7 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	struct tc_canon_scope *s;
 	bool handled = false;
 	long aliased = 0;
-	u64 *logicals;
+	u64 *logicals, *gens;
 	loff_t isize;
 	pgoff_t tail;
 	u64 gen;
@@ -174,13 +174,15 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	s = tc_canon_hold(inode);
 	if (!s)
 		return false;
-	logicals = kmalloc_array(nr, sizeof(*logicals), GFP_KERNEL);
+	/* The keys, then their guards. */
+	logicals = kmalloc_array(2 * nr, sizeof(*logicals), GFP_KERNEL);
 	if (!logicals)
 		goto out;
+	gens = logicals + nr;
 	gen = tc_canon_gen(s);
 	seq = filemap_page_alias_seq(mapping);
 	filemap_invalidate_lock_shared(mapping);
-	if (!tc_canon_prove(inode, first, nr, logicals, want, &isize))
+	if (!tc_canon_prove(inode, first, nr, logicals, want, &isize, s, gens))
 		goto unlock;
 	tc_empty_slots(mapping, first, nr, empty, ready);
 	bitmap_or(ready, ready, empty, nr);
@@ -196,12 +198,9 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	    test_bit(tail - first, ready) &&
 	    !tc_canon_zero_from(s, logicals[tail - first], offset_in_page(isize)))
 		__clear_bit(tail - first, ready);
+	/* Pages whose address may have been handed out since the proof. */
+	tc_canon_keep_unchanged(s, gen, logicals, gens, ready, nr);
 	handled = test_bit(index - first, ready);
-	/* A data range handed out since the proof: it may be another's now. */
-	if (!tc_canon_unchanged(s, gen)) {
-		handled = handled && !test_bit(index - first, empty);
-		goto unlock;
-	}
 	bitmap_and(ready, ready, empty, nr);
 	if (!bitmap_empty(ready, nr)) {
 		aliased = filemap_add_page_aliases(mapping, first, nr, ready,

@@ -300,6 +300,55 @@ static void tc_canon_reservation_drops_its_range(struct kunit *test)
 	tc_canon_test_scope_free(t);
 }
 
+/*
+ * A handout spoils the proofs of its own regions only: of three pages
+ * proven (one 5 MiB in, one 9 MiB in, one of a compressed extent), a
+ * reservation 9 MiB in leaves the first, and takes the second and the
+ * compressed one (guarded by the file system's generation); with no
+ * handout at all every page stays. A reservation longer than the table
+ * bumps each counter once and spoils every page.
+ */
+static void tc_canon_handout_spoils_only_its_regions(struct kunit *test)
+{
+	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
+	u64 keys[3], gens[3], gen = tc_canon_gen(&t->s);
+	DECLARE_BITMAP(pages, 3);
+	unsigned long i;
+
+	keys[0] = 5 * MIB + 8192;
+	keys[1] = 9 * MIB;
+	KUNIT_ASSERT_TRUE(test, tc_canon_zkey(100 * MIB, 4096, BTRFS_COMPRESS_ZSTD,
+					      8192, 0, &keys[2]));
+	for (i = 0; i < 3; i++)
+		gens[i] = tc_canon_key_gen(&t->cfs, keys[i]);
+	bitmap_fill(pages, 3);
+	tc_canon_keep_unchanged(&t->s, gen, keys, gens, pages, 3);
+	KUNIT_EXPECT_EQ(test, bitmap_weight(pages, 3), 3U);
+
+	tc_canon_forget_srcu(&t->cfs, 9 * MIB + 4096, 4096, true);
+	tc_canon_keep_unchanged(&t->s, gen, keys, gens, pages, 3);
+	KUNIT_EXPECT_TRUE(test, test_bit(0, pages));
+	KUNIT_EXPECT_FALSE(test, test_bit(1, pages));
+	KUNIT_EXPECT_FALSE(test, test_bit(2, pages));
+
+	/* 5 MiB + 1024 MiB shares the first page's counter. */
+	gen = tc_canon_gen(&t->s);
+	gens[0] = tc_canon_key_gen(&t->cfs, keys[0]);
+	bitmap_fill(pages, 1);
+	tc_canon_forget_srcu(&t->cfs, 1029 * MIB, 4096, true);
+	tc_canon_keep_unchanged(&t->s, gen, keys, gens, pages, 1);
+	KUNIT_EXPECT_FALSE(test, test_bit(0, pages));
+
+	gen = tc_canon_gen(&t->s);
+	for (i = 0; i < 2; i++)
+		gens[i] = tc_canon_key_gen(&t->cfs, keys[i]);
+	bitmap_fill(pages, 2);
+	tc_canon_forget_srcu(&t->cfs, 2048 * MIB, 2048 * MIB, true);
+	tc_canon_keep_unchanged(&t->s, gen, keys, gens, pages, 2);
+	KUNIT_EXPECT_TRUE(test, bitmap_empty(pages, 2));
+	tc_canon_test_scope_free(t);
+}
+
 /* A reservation drops the compressed pages of extents it meets. */
 static void tc_canon_reservation_drops_compressed_pages(struct kunit *test)
 {
@@ -627,6 +676,7 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_zrange_covers_extents_reaching_in),
 	KUNIT_CASE(tc_canon_scope_names),
 	KUNIT_CASE(tc_canon_reservation_drops_its_range),
+	KUNIT_CASE(tc_canon_handout_spoils_only_its_regions),
 	KUNIT_CASE(tc_canon_reservation_drops_compressed_pages),
 	KUNIT_CASE(tc_canon_unpin_skips_reads_in_flight),
 	KUNIT_CASE(tc_canon_reservation_marks_a_read_in_flight_stale),
