@@ -52,6 +52,7 @@
 
 #include "canon.h"
 #include "reflink.h"
+#include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
 #include "totalcow-extent-mmap.h"
 #include "totalcow-mmap.h"
@@ -86,12 +87,16 @@
 struct tc_clone {
 	struct hlist_node node;		/* in tc_clones, by @digest */
 	struct hlist_node inode_node;	/* in tc_clone_inodes (RCU), by inode */
+	/* In tc_clone_origins, by the file it was made from (its origin). */
+	struct hlist_node origin_node;
 	struct list_head idle;		/* in tc_clones_idle while unused */
 	struct list_head dying;		/* in tc_clones_dying until freed */
 	struct rcu_head rcu;
 	u64 digest;
 	u64 scope;			/* tc_canon_scope_id() */
 	struct super_block *sb;
+	u64 origin_subvol;		/* the origin's subvolume and inode */
+	unsigned long origin_ino;
 	loff_t size;
 	struct inode *inode;
 	unsigned long users;
@@ -100,6 +105,7 @@ struct tc_clone {
 
 static DEFINE_HASHTABLE(tc_clones, TC_CLONE_HASH_BITS);
 static DEFINE_HASHTABLE(tc_clone_inodes, TC_CLONE_HASH_BITS);
+static DEFINE_HASHTABLE(tc_clone_origins, TC_CLONE_HASH_BITS);
 static LIST_HEAD(tc_clones_idle);	/* oldest first */
 static unsigned int tc_clones_nr_idle;
 /* Unpublished, for the reaper to free (on @idle). */
@@ -233,6 +239,7 @@ static void tc_clone_unlink(struct tc_clone *c, struct list_head *dead)
 {
 	hash_del(&c->node);
 	hash_del_rcu(&c->inode_node);
+	hash_del(&c->origin_node);
 	list_move_tail(&c->idle, dead);
 	list_add_tail(&c->dying, &tc_clones_dying);
 	tc_clones_nr_idle--;
@@ -482,21 +489,63 @@ static struct tc_clone *tc_clone_find(u64 digest, u64 scope,
 	return NULL;
 }
 
+static u64 tc_clone_origin_hash(const struct tc_clone *c)
+{
+	return siphash_3u64((unsigned long)c->sb, c->origin_subvol,
+			    c->origin_ino, &tc_clone_key);
+}
+
 /*
- * Publish @fresh (its inode, digest, scope, sb and size set), with one
- * user, unless a clone of the same keys was published meanwhile: that one
- * is returned with a user, and @fresh is not published (the caller drops
- * it), nor if TC_CLONE_MAX clones live (ERR_PTR(-EBUSY)). The caller
- * enabled btrfs's hook for @fresh (the code patching may sleep: not
- * under the lock).
+ * Make room for a clone of @fresh's origin (its sb and origin set) with
+ * @fresh's keys; tc_clones_lock held. A file has one clone of its own at
+ * most: one made from it before, of another layout (the file was written
+ * since), holds extents the file no longer has, whose space nobody sees
+ * in use (no quota, no du) and the file's owner cannot get back. Unused,
+ * it is doomed (@doomed set: the caller wakes the reaper); in use, no
+ * clone of the new layout is made, and the mapping maps the file itself.
+ * So a reader who maps a file after each of its owner's rewrites keeps
+ * at most one old copy of it on disk. A clone found by its keys from
+ * another file (a reflink, a snapshot) keeps its own origin: its extents
+ * are that file's.
+ *
+ * Return: false if the file's clone of another layout is in use.
+ */
+static bool tc_clone_origin_free(const struct tc_clone *fresh, bool *doomed)
+{
+	struct tc_clone *c;
+
+	hash_for_each_possible(tc_clone_origins, c, origin_node,
+			       tc_clone_origin_hash(fresh)) {
+		if (c->sb != fresh->sb || c->origin_subvol != fresh->origin_subvol ||
+		    c->origin_ino != fresh->origin_ino || c->digest == fresh->digest)
+			continue;
+		if (c->users)
+			return false;
+		tc_clone_unlink(c, &tc_clones_doomed);
+		*doomed = true;
+		return true;
+	}
+	return true;
+}
+
+/*
+ * Publish @fresh (its inode, digest, scope, sb, origin and size set),
+ * with one user, unless a clone of the same keys was published meanwhile:
+ * that one is returned with a user, and @fresh is not published (the
+ * caller drops it), nor if TC_CLONE_MAX clones live or its origin's clone
+ * of another layout is in use (ERR_PTR(-EBUSY)). The caller enabled
+ * btrfs's hook for @fresh (the code patching may sleep: not under the
+ * lock).
  */
 static struct tc_clone *tc_clone_add(struct tc_clone *fresh)
 {
+	bool doomed = false;
 	struct tc_clone *c;
 
 	spin_lock(&tc_clones_lock);
 	c = tc_clone_find(fresh->digest, fresh->scope, fresh->sb, fresh->size);
-	if (!c && atomic_read(&tc_clones_live) >= TC_CLONE_MAX) {
+	if (!c && (atomic_read(&tc_clones_live) >= TC_CLONE_MAX ||
+		   !tc_clone_origin_free(fresh, &doomed))) {
 		c = ERR_PTR(-EBUSY);
 	} else if (!c) {
 		c = fresh;
@@ -505,9 +554,13 @@ static struct tc_clone *tc_clone_add(struct tc_clone *fresh)
 		hash_add(tc_clones, &c->node, c->digest);
 		hash_add_rcu(tc_clone_inodes, &c->inode_node,
 			     (unsigned long)c->inode);
+		hash_add(tc_clone_origins, &c->origin_node,
+			 tc_clone_origin_hash(c));
 		atomic_inc(&tc_clones_live);
 	}
 	spin_unlock(&tc_clones_lock);
+	if (doomed)
+		mod_delayed_work(system_wq, &tc_clone_reaper, 0);
 	return c;
 }
 
@@ -526,11 +579,26 @@ static struct tc_clone *tc_clone_build(struct tc_canon_scope *s,
 				       struct tc_clone_walk *w, bool *mine)
 {
 	struct tc_clone *fresh, *c;
+	bool ok, doomed = false;
 	u64 made;
 
 	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
 	if (!fresh)
 		return ERR_PTR(-ENOMEM);
+	fresh->digest = digest;
+	fresh->sb = file_inode(file)->i_sb;
+	fresh->origin_subvol = tc_btrfs_subvol_id(file_inode(file));
+	fresh->origin_ino = file_inode(file)->i_ino;
+	/* Before the making: a clone it could not publish holds extents too. */
+	spin_lock(&tc_clones_lock);
+	ok = tc_clone_origin_free(fresh, &doomed);
+	spin_unlock(&tc_clones_lock);
+	if (doomed)
+		mod_delayed_work(system_wq, &tc_clone_reaper, 0);
+	if (!ok) {
+		kfree(fresh);
+		return ERR_PTR(-EBUSY);
+	}
 	fresh->inode = tc_clone_make(file);
 	/*
 	 * Its keys must be @digest's: a file changed between its proof and
@@ -543,9 +611,7 @@ static struct tc_clone *tc_clone_build(struct tc_canon_scope *s,
 		kfree(fresh);
 		return ERR_PTR(-EBUSY);
 	}
-	fresh->digest = digest;
 	fresh->scope = tc_canon_scope_id(s);
-	fresh->sb = file_inode(file)->i_sb;
 	fresh->size = i_size_read(fresh->inode);
 	btrfs_canon_enable();
 	c = tc_clone_add(fresh);	/* past the cap: an error, not ours */

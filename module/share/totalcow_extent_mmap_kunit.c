@@ -322,6 +322,57 @@ static void tc_clone_reaper_skips_a_frozen_file_system(struct kunit *test)
 	fput(b);
 }
 
+/*
+ * A file has one clone of its own at most: its clone of another layout,
+ * in use, refuses a new one; unused, it is doomed (and freed by the
+ * reaper). A clone of the same keys, or another file's, is left alone.
+ */
+static void tc_clone_a_file_has_one_clone_of_its_own(struct kunit *test)
+{
+	struct file *a = tc_test_shmem(test), *b = tc_test_shmem(test);
+	struct tc_clone *old = tc_test_clone(test, file_inode(a), 30);
+	struct tc_clone *other = tc_test_clone(test, file_inode(b), 32);
+	struct tc_clone fresh = { .sb = old->sb, .digest = 31 };
+	bool doomed = false;
+	int count;
+
+	old->origin_subvol = 256;
+	old->origin_ino = 1000;
+	other->origin_subvol = 257;
+	other->origin_ino = 1000;
+	fresh.origin_subvol = 256;
+	fresh.origin_ino = 1000;
+	count = atomic_read(&file_inode(a)->i_count);
+	spin_lock(&tc_clones_lock);
+	hash_add(tc_clone_origins, &old->origin_node, tc_clone_origin_hash(old));
+	hash_add(tc_clone_origins, &other->origin_node,
+		 tc_clone_origin_hash(other));
+	spin_unlock(&tc_clones_lock);
+
+	spin_lock(&tc_clones_lock);
+	KUNIT_EXPECT_FALSE(test, tc_clone_origin_free(&fresh, &doomed));
+	fresh.digest = 30;	/* the same layout: no conflict */
+	KUNIT_EXPECT_TRUE(test, tc_clone_origin_free(&fresh, &doomed));
+	spin_unlock(&tc_clones_lock);
+	KUNIT_EXPECT_FALSE(test, doomed);
+
+	tc_extent_clone_put(old);
+	tc_extent_clone_put(other);
+	fresh.digest = 31;
+	spin_lock(&tc_clones_lock);
+	KUNIT_EXPECT_TRUE(test, tc_clone_origin_free(&fresh, &doomed));
+	spin_unlock(&tc_clones_lock);
+	KUNIT_EXPECT_TRUE(test, doomed);
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(a)));
+	KUNIT_EXPECT_TRUE(test, tc_extent_clone_inode(file_inode(b)));
+	flush_delayed_work(&tc_clone_reaper);
+	KUNIT_EXPECT_EQ(test, atomic_read(&file_inode(a)->i_count), count - 1);
+	tc_extent_clone_close(file_inode(b)->i_sb);
+	KUNIT_EXPECT_FALSE(test, tc_extent_clone_inode(file_inode(b)));
+	fput(a);
+	fput(b);
+}
+
 static struct kunit_case tc_extent_mmap_cases[] = {
 	KUNIT_CASE(tc_clone_last_user_leaves_it_idle_until_close),
 	KUNIT_CASE(tc_clone_in_use_survives_close),
@@ -329,6 +380,7 @@ static struct kunit_case tc_extent_mmap_cases[] = {
 	KUNIT_CASE(tc_clone_second_of_the_same_keys_uses_the_first),
 	KUNIT_CASE(tc_clone_close_waits_for_its_clones_being_freed),
 	KUNIT_CASE(tc_clone_reaper_skips_a_frozen_file_system),
+	KUNIT_CASE(tc_clone_a_file_has_one_clone_of_its_own),
 	KUNIT_CASE(tc_clone_live_ones_are_capped),
 	{}
 };

@@ -500,6 +500,23 @@ def test_a_private_mapping_suffers_neither_its_file_size_limit_nor_a_frozen_file
 
 
 @EXTENTS
+def test_a_reader_pins_no_more_than_one_old_copy_of_a_file_it_maps(lane):
+    """The owner rewrites its world-readable 128 MiB file in place 8 times
+    on a 1 GiB file system; after each rewrite user nobody syncs and maps
+    it, keeping every mapping. A file has one clone of its own at most, so
+    the file system's used space stays within stock + one file (+ 32 MiB)
+    and every rewrite succeeds. Failed before 2026-12-02: each mapping
+    made a clone of the new layout and kept the old ones, and the owner's
+    8th rewrite ran out of space (913 MiB used)."""
+    r = run_vm("tests/guest/share-extents-mmap-space.sh", **LANES[lane], disks=("1G",),
+               timeout=600)
+    assert r.status == 0, r.explain()
+    assert re.search(r"^space: 8 rewrites, each mapped by a reader: \d+ MiB used", r.console,
+                     re.M), r.explain()
+    assert "share-extents-mmap-space: all checks passed" in r.console, r.explain()
+
+
+@EXTENTS
 def test_sharing_scopes_never_share_a_page_across_tenants(lane):
     """One extent referred to by files of two subvolumes in scope
     tenant-a, one in tenant-b and one in none, each read once, cold:
