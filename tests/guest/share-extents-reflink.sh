@@ -51,6 +51,18 @@ read_all() {
 	echo "$label: page cache ${mem}x, device reads ${reads}x the file"
 }
 
+# shared WHY SUM FILE...: the last read_all was within 1.01x, and each
+# FILE reads back as SUM; else die with WHY.
+shared() {
+	local why=$1 want=$2 f
+	shift 2
+	awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m <= 1.01 && r <= 1.01) }' ||
+		die "$why: $(cat $x/scopes)"
+	for f in "$@"; do
+		[ "$(sum "$f")" = "$want" ] || die "$f read back wrong ($why?)"
+	done
+}
+
 copies=($mnt/copies/c{1..8})
 snaps=($mnt/s{1..8}/file)
 read_all "reflinks, stock" "${copies[@]}"
@@ -64,18 +76,10 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 read_all "reflinks, shared" "${copies[@]}"
 echo "reflinks: shared ${mem}x memory ${reads}x reads; stock ${stock_mem}x ${stock_reads}x"
-awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m <= 1.01 && r <= 1.01) }' ||
-	die "reflinked copies not shared: $(cat $x/scopes)"
-for f in "${copies[@]}"; do
-	[ "$(sum "$f")" = "$orig" ] || die "$f read back wrong while shared"
-done
+shared "reflinked copies not shared" "$orig" "${copies[@]}"
 read_all "snapshots, shared" "${snaps[@]}"
 echo "snapshots: shared ${mem}x memory ${reads}x reads; stock ${stock_smem}x ${stock_sreads}x"
-awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m <= 1.01 && r <= 1.01) }' ||
-	die "snapshots not shared: $(cat $x/scopes)"
-for f in "${snaps[@]}"; do
-	[ "$(sum "$f")" = "$snap" ] || die "$f read back wrong while shared"
-done
+shared "snapshots not shared" "$snap" "${snaps[@]}"
 [ "$(scope_field default aliased)" -gt 0 ] && [ "$(scope_field default resolved)" -gt 0 ] ||
 	die "no aliases counted: $(cat $x/scopes)"
 echo "scopes: $(cat $x/scopes)"
@@ -89,11 +93,7 @@ sleep 1
 read_all "reflinks, shared, busy writer" "${copies[@]}"
 kill -TERM $writer && wait $writer || die "the busy writer failed: $(cat /tmp/writer.log)"
 echo "busy: shared ${mem}x memory ${reads}x reads with a writer elsewhere; $(cat /tmp/writer.log)"
-awk -v m="$mem" -v r="$reads" 'BEGIN { exit !(m <= 1.01 && r <= 1.01) }' ||
-	die "a writer elsewhere on the file system spoiled sharing: $(cat $x/scopes)"
-for f in "${copies[@]}"; do
-	[ "$(sum "$f")" = "$orig" ] || die "$f read back wrong beside the busy writer"
-done
+shared "a writer elsewhere on the file system spoiled sharing" "$orig" "${copies[@]}"
 
 # A dedupe of two shared copies compares their pages (read_mapping_folio()
 # on each): an alias broken there is filled from the canonical page in

@@ -79,12 +79,17 @@ setpriv --reuid=1001 --regid=1001 --clear-groups \
 python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' $mnt/T/f
 [ "$(pages $mnt/T/f)" = 0 ] || die "the template's pages stayed: $(pages $mnt/T/f)"
-echo "$(cat /sys/block/$DISK0/dev) rbps=2048" > $cg/att/io.max || die "io.max"
-sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 --clear-groups \
-	dd if=$mnt/A/f of=/tmp/att bs=16K skip=25 count=1 status=none" &
-att=$!
-sleep 1
-kill -0 $att 2>/dev/null || die "the attacker's read was not throttled (finished within a second)"
+# attack SKIP: the attacker, throttled to 2 KiB/s, reads 16 KiB of its
+# member at 16 KiB block SKIP into /tmp/att, in the background ($att).
+attack() {
+	echo "$(cat /sys/block/$DISK0/dev) rbps=2048" > $cg/att/io.max || die "io.max"
+	sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 \
+		--clear-groups dd if=$mnt/A/f of=/tmp/att bs=16K skip=$1 count=1 status=none" &
+	att=$!
+	sleep 1
+	kill -0 $att 2>/dev/null || die "the attacker's read was not throttled (finished within a second)"
+}
+attack 25
 got=$(sh -c "echo \$\$ > $cg/vic/cgroup.procs && exec timeout 60 setpriv --reuid=1001 --regid=1001 \
 	--clear-groups dd if=$mnt/V/f bs=4096 skip=512 count=1 status=none" | sha256sum | cut -d' ' -f1)
 kill -0 $att 2>/dev/null && still=yes || still=no
@@ -96,12 +101,7 @@ wait $att || die "the attacker's read failed"
 cmp /tmp/att <(dd if=$mnt/T/f bs=16K skip=25 count=1 status=none) || die "the attacker read wrong bytes"
 
 # 3. io_uring, against the same attacker reading template pages 200-203.
-echo "$(cat /sys/block/$DISK0/dev) rbps=2048" > $cg/att/io.max || die "io.max"
-sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 --clear-groups \
-	dd if=$mnt/A/f of=/tmp/att bs=16K skip=50 count=1 status=none" &
-att=$!
-sleep 1
-kill -0 $att 2>/dev/null || die "the attacker's second read was not throttled"
+attack 50
 sh -c "echo \$\$ > $cg/vic/cgroup.procs && exec timeout 60 setpriv --reuid=1001 --regid=1001 \
 	--clear-groups fio --name=uring --filename=$mnt/V/f --ioengine=io_uring --rw=read \
 	--bs=4k --offset=$((200 * 4096)) --size=4k --iodepth=1 --invalidate=0 \
