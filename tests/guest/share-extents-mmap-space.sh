@@ -12,10 +12,12 @@
 # rewrite succeeds. Failed before 2026-12-02: each mapping made a clone
 # of the new layout, the old ones held theirs, and the owner's rewrites
 # ran out of space (on 2 GiB with a 256 MiB file the 7th failed).
+#
+#   share-extents-mmap-space.sh [MIB]   (default 128)
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 x=/sys/kernel/mm/totalcow/extents
 mnt=/mnt/btrfs
-mib=128
+mib=${1:-128}
 btrfs_mount /dev/$DISK0 $mnt
 btrfs -q subvolume create $mnt/home
 mkdir $mnt/home/owner && chown 1000 $mnt/home/owner
