@@ -11,7 +11,7 @@
 # attacker's mapping maps its copy itself, at once. Meanwhile, with the
 # read still going: an admin's 1-second freeze, another user's 4 KiB write
 # with fsync that comes during the freeze, and a remount read-only and
-# back take as long as before the attack (1.1x and 0.25 s at most); the
+# back take as long as before the attack (1.1x and 1 s at most); the
 # victim, another user, maps its own
 # copy of the same extents and gets a clone. When the read ends, a new
 # mapping of the attacker's maps the victim's clone (the read's limit is
@@ -51,7 +51,9 @@ freeze_and_write() { freeze_cycle > /tmp/freeze.t & local f=$!
 	sleep 0.2; local w=$(write_sync); wait $f || die "freeze"; echo "$(cat /tmp/freeze.t) $w"; }
 remount_cycle() { mount -o remount,ro $mnt 2>/tmp/remount.err || { echo "failed: $(cat /tmp/remount.err)"; return; }
 	mount -o remount,rw $mnt || die "remount rw"; echo ok; }
-within() { echo "$1 <= $2 * 1.1 + 0.25" | bc; }
+# A bound with room for a loaded host's jitter (3 test VMs on 2 cores in
+# CI): a freeze the attack held would last the read's 30 s.
+within() { echo "$1 <= $2 * 1.1 + 1" | bc; }
 read -r f0 w0 < <(freeze_and_write)
 r0=$(remount_cycle)
 [ "$r0" = ok ] || die "remount before the attack: $r0"
@@ -66,7 +68,11 @@ attack() { # the attacker's command line, in its cgroup
 py=$TOTALCOW_TOP/tests/guest/share-extents-mmap-stall.py
 attack python3 $py read $mnt/a/data/file 3 > /tmp/read.log 2>&1 &
 reader=$!
-sleep 1
+# Until the read is submitted (python's start takes seconds on a loaded
+# x86-64 debug guest), and a moment more.
+for i in $(seq 1 300); do grep -q reading /tmp/read.log && break; sleep 0.1; done
+grep -q reading /tmp/read.log || die "the attacker's read did not start: $(cat /tmp/read.log)"
+sleep 0.5
 p0=$(field mmaps_private) s0=$(field mmaps_shared)
 attack python3 $py map $mnt/a/data/file > /tmp/attacker.log 2>&1 &
 mapper=$!

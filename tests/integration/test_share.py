@@ -457,7 +457,7 @@ def test_a_tenant_who_holds_its_files_lock_stalls_no_mapping_freeze_or_writer(la
     and maps the copy: making a clone would wait for the read, so the
     mapping maps the copy itself, at once. With the read still going, an
     admin's 1-second freeze and another user's 4 KiB write with fsync take
-    as long as before the attack (1.1x + 0.25 s), a remount read-only
+    as long as before the attack (1.1x + 1 s), a remount read-only
     succeeds, and a victim mapping its own copy of the same extents maps a
     clone; after the read the attacker's next mapping maps that clone.
     Failed before 2026-12-02: the making waited for the read holding the
