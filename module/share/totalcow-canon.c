@@ -954,7 +954,7 @@ static void tc_canon_bury(struct tc_canon_burial *b)
 		spin_lock(&tc_canon_dead_lock);
 		list_del(&cfs->dead);
 		spin_unlock(&tc_canon_dead_lock);
-		kfree(cfs);
+		kvfree(cfs);
 		/* Orders the list's change before the waiter's check. */
 		smp_mb();
 		wake_up_var(&tc_canon_dead_filesystems);
@@ -1093,7 +1093,7 @@ static int tc_canon_new_inodes(struct tc_canon_scope *s)
 /* A new file system state; tc_canon_mutex held. */
 static struct tc_canon_fs *tc_canon_fs_new(struct btrfs_fs_info *fs_info)
 {
-	struct tc_canon_fs *cfs = kzalloc(sizeof(*cfs), GFP_KERNEL);
+	struct tc_canon_fs *cfs = kvzalloc(sizeof(*cfs), GFP_KERNEL);
 
 	if (!cfs)
 		return NULL;
