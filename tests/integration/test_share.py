@@ -492,8 +492,11 @@ def test_a_private_mapping_suffers_neither_its_file_size_limit_nor_a_frozen_file
     r = run_vm("tests/guest/share-extents-mmap-isolation.sh", **LANES[lane],
                disks=("1G", "1G"), timeout=600)
     assert r.status == 0, r.explain()
-    assert re.search(r"^limits: 5 runs under ulimit -f 0 with a clone: 5 ran, mmaps_shared "
-                     r"\+[5-9]", r.console, re.M), r.explain()
+    m = re.search(r"^limits: 5 runs under ulimit -f 0 with a clone: 5 ran, mmaps_shared "
+                  r"\+(\d+)", r.console, re.M)
+    # Each run maps busybox's clone at least once (its text; the loader
+    # may map it more than once): 5 runs, 5 or more shared mappings.
+    assert m and int(m.group(1)) >= 5, r.explain()
     assert re.search(r"^freeze: Y's mapper with X frozen: .*exited within 20 s: yes .*Y unmounted "
                      r"before the thaw: yes", r.console, re.M), r.explain()
     assert "share-extents-mmap-isolation: all checks passed" in r.console, r.explain()
