@@ -40,6 +40,7 @@
 
 #include "totalcow-canon.h"
 #include "totalcow-canon-internal.h"
+#include "totalcow-fleet.h"
 
 #define TC_CANON_Z_PAGES	BIT(TC_CANON_Z_PAGE_BITS)
 #define TC_CANON_Z_SECTORS	(TC_CANON_Z_MAX / SZ_4K)
@@ -118,6 +119,7 @@ struct tc_canon_zio {
 	int num_copies;
 	unsigned int nr_in;
 	unsigned int nr_out;
+	struct cgroup_subsys_state *css;	/* its tags (totalcow-fleet.c) */
 	struct folio *in[TC_CANON_Z_MAX / PAGE_SIZE];
 	struct folio *out[TC_CANON_Z_PAGES];
 	u8 csums[];
@@ -205,6 +207,10 @@ static void tc_canon_zend_io(struct btrfs_bio *bbio)
 		atomic64_inc(&io->s->read_failures);
 	/* As for a regular page: a reservation during the read (stale). */
 	for (i = 0; i < io->nr_out; i++)
+		tc_fleet_untag_folio(io->out[i], NULL);
+	if (io->css)
+		css_put(io->css);
+	for (i = 0; i < io->nr_out; i++)
 		folio_end_read(io->out[i],
 			       ok && !tc_canon_folio_stale(io->out[i]));
 	tc_canon_zfree(io);
@@ -273,6 +279,10 @@ static void tc_canon_zread(struct tc_canon_scope *s, struct folio **out,
 	}
 	io->num_copies = btrfs_num_copies(fs_info, logical, len);
 	io->mirror = 1;
+	/* Who may wait for this read: see totalcow-fleet.c. */
+	io->css = tc_fleet_tag_folio(out[0]);
+	for (i = 1; i < nr; i++)
+		WRITE_ONCE(out[i]->private, io->css);
 	tc_canon_zsubmit(io);
 	return;
 

@@ -13,6 +13,7 @@
 #include <linux/pagemap.h>
 #include <linux/xarray.h>
 
+#include "../dm/totalcow-cgroup.h"
 #include "totalcow-canon.h"
 
 struct btrfs_fs_info;
@@ -75,6 +76,8 @@ struct tc_canon_scope {
 	atomic64_t mmaps_shared;
 	atomic64_t mmaps_private;
 	u64 id;				/* never reused (clones name it) */
+	/* The I/O cgroup its misses' reads are charged to (totalcow-fleet.c). */
+	struct tc_fleet fleet;
 	char name[TC_CANON_SCOPE_NAME_MAX + 1];
 };
 

@@ -68,6 +68,7 @@
 #include "totalcow-canon.h"
 #include "totalcow-canon-internal.h"
 #include "totalcow-extent-mmap.h"
+#include "totalcow-fleet.h"
 #include "totalcow-reader-hold.h"
 
 #define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
@@ -78,6 +79,7 @@
 struct tc_canon_io {
 	struct tc_canon_scope *s;
 	struct folio *folio;
+	struct cgroup_subsys_state *css;	/* its tag (totalcow-fleet.c) */
 	u64 logical;
 	int mirror;
 	int num_copies;
@@ -263,6 +265,7 @@ static void tc_canon_end_io(struct btrfs_bio *bbio)
 	 */
 	if (tc_canon_folio_stale(io->folio))
 		ok = false;
+	tc_fleet_untag_folio(io->folio, io->css);
 	folio_end_read(io->folio, ok);
 	kfree(io);
 }
@@ -328,6 +331,8 @@ static int tc_canon_read_folio(struct file *file, struct folio *folio)
 	io->logical = logical;
 	io->num_copies = btrfs_num_copies(fs_info, logical, PAGE_SIZE);
 	io->mirror = 1;
+	/* Who may wait for this read: see totalcow-fleet.c. */
+	io->css = tc_fleet_tag_folio(folio);
 	tc_canon_submit(io);
 	return 0;
 
@@ -682,6 +687,26 @@ void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 	page_alias_readahead(&ractl, nr, added);
 }
 
+/**
+ * tc_canon_fleet_read - start a miss's reads of canonical pages
+ * @s: the scope, held
+ * @fn: starts the reads (tc_canon_readahead()), waits for none
+ * @arg: its argument
+ *
+ * Charged to the scope's fleet, not to the reader (totalcow-fleet.c):
+ * one tenant's io.max does not hold back the reads another waits for.
+ */
+void tc_canon_fleet_read(struct tc_canon_scope *s, void (*fn)(void *arg),
+			 void *arg)
+{
+	struct cgroup_subsys_state *css;
+
+	css = tc_fleet_run(&s->fleet, TC_FLEET_CANON, fn, arg);
+
+	if (css)
+		css_put(css);
+}
+
 /* May a canonical page got from tc_canon_mapping() be used? */
 bool tc_canon_page_usable(struct folio *folio)
 {
@@ -905,6 +930,7 @@ static void tc_canon_scope_free(struct tc_canon_scope *s)
 		truncate_inode_pages_final(s->zinode->i_mapping);
 		iput(s->zinode);
 	}
+	tc_fleet_destroy(&s->fleet);
 	kfree(s);
 }
 
@@ -1125,6 +1151,7 @@ static struct tc_canon_scope *tc_canon_scope_new(struct tc_canon_fs *cfs,
 		kfree(s);
 		return NULL;
 	}
+	tc_fleet_init(&s->fleet);
 	s->cfs = cfs;
 	list_add_tail_rcu(&s->node, &cfs->scopes);
 	return s;

@@ -112,6 +112,8 @@ unsigned long tc_canon_prove(struct inode *inode, pgoff_t index,
 bool tc_canon_zero_from(struct tc_canon_scope *s, u64 logical, size_t from);
 unsigned int tc_canon_folios(struct inode *inode, pgoff_t index, pgoff_t last,
 			     struct folio_batch *fbatch);
+void tc_canon_fleet_read(struct tc_canon_scope *s, void (*fn)(void *arg),
+			 void *arg);
 void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 			unsigned long nr, unsigned long *added);
 struct address_space *tc_canon_mapping(struct tc_canon_scope *s, u64 key);

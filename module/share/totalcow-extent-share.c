@@ -44,6 +44,7 @@
 
 #include "totalcow-canon.h"
 #include "totalcow-extent-share.h"
+#include "totalcow-fleet.h"
 #include "totalcow-share.h"
 
 /* Pages one miss proves and aliases: two aligned blocks. */
@@ -110,10 +111,27 @@ static void tc_extent_read(struct tc_canon_scope *s, const u64 *logicals,
 	}
 }
 
+struct tc_extent_read_args {
+	struct tc_canon_scope *s;
+	const u64 *logicals;
+	const unsigned long *want;
+	unsigned long nr;
+	unsigned long *added;
+};
+
+static void tc_extent_read_fn(void *arg)
+{
+	struct tc_extent_read_args *a = arg;
+
+	tc_extent_read(a->s, a->logicals, a->want, a->nr, a->added);
+}
+
 /*
  * Wait for the canonical pages of @want whose read this miss started
  * (@added) or that its reader asked for ([@need_first, @need_end) of the
- * window); set in @ready those uptodate by then.
+ * window), of these last only those whose read is charged to the
+ * reader's I/O cgroup or an ancestor (totalcow-fleet.c): the reader reads
+ * the others of its own file itself. Set in @ready those uptodate by then.
  */
 static void tc_extent_wait(struct tc_canon_scope *s, const u64 *logicals,
 			   const unsigned long *want, unsigned long nr,
@@ -130,7 +148,10 @@ static void tc_extent_wait(struct tc_canon_scope *s, const u64 *logicals,
 					  tc_canon_key_index(logicals[i]));
 		if (IS_ERR(folio))
 			continue;
-		if (test_bit(i, added) || (i >= need_first && i < need_end))
+		if (test_bit(i, added) ||
+		    (i >= need_first && i < need_end &&
+		     (folio_test_uptodate(folio) ||
+		      tc_fleet_may_wait_tagged(folio))))
 			if (folio_wait_locked_killable(folio)) {
 				folio_put(folio);
 				break;
@@ -160,6 +181,7 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	DECLARE_BITMAP(ready, TC_EXTENT_WINDOW);
 	struct inode *inode = mapping->host;
 	unsigned long nr = TC_EXTENT_WINDOW, seq;
+	struct tc_extent_read_args rd;
 	pgoff_t first = round_down(index, PAGE_ALIAS_BLOCK);
 	struct tc_canon_scope *s;
 	bool handled = false;
@@ -189,7 +211,11 @@ bool tc_extent_read_miss(struct file *file, struct address_space *mapping,
 	bitmap_and(want, want, ready, nr);
 	if (bitmap_empty(want, nr))
 		goto unlock;
-	tc_extent_read(s, logicals, want, nr, added);
+	rd = (struct tc_extent_read_args){
+		.s = s, .logicals = logicals, .want = want, .nr = nr,
+		.added = added,
+	};
+	tc_canon_fleet_read(s, tc_extent_read_fn, &rd);
 	tc_extent_wait(s, logicals, want, nr, added, index - first,
 		       min_t(pgoff_t, end, first + nr) - first, ready);
 	/* A partial last page: only if the extent holds zeroes past the end. */

@@ -433,6 +433,7 @@ static void tc_group_release(struct kobject *kobj)
 		tc_btrfs_release_readonly(d_inode(g->template.dentry));
 	path_put(&g->template);
 	put_cred(g->cred);
+	tc_fleet_reads_destroy(&g->reads);
 	kfree(g);
 }
 
@@ -515,6 +516,7 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 		kfree(dir);
 		return -ENOMEM;
 	}
+	tc_fleet_reads_init(&g->reads);
 	err = tc_lookup_dir(dir, &g->template, true);
 	if (!err) {
 		/* Until groups/delete, it cannot be made writable or deleted. */

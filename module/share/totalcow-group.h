@@ -17,6 +17,7 @@
 
 #include "../dm/totalcow-whitelist.h"
 #include "totalcow-btrfs.h"
+#include "totalcow-fleet.h"
 
 struct file;
 
@@ -83,6 +84,8 @@ struct tc_group {
 	atomic_long_t policy_bytes;	/* of its files' signature chunks */
 	/* Readers binding a file of it outside tc_groups_lock (tc_file_bind()). */
 	atomic_t binders;
+	/* Its misses' template reads in flight, charged to its fleet. */
+	struct tc_fleet_reads reads;
 };
 
 /* Groups, their members, and the groups/ files. */

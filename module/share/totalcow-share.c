@@ -218,9 +218,13 @@ void tc_empty_slots(struct address_space *mapping, pgoff_t index,
  * ([@index, @need)) are read. Any other folio there was added by another
  * reader, whose read may be throttled in its own I/O cgroup (io.max): a
  * reader of one shared file, as of an overlayfs lower file, waits only
- * for the pages it reads, and so does a member's miss.
+ * for the pages it reads, and so does a member's miss. Of those it asked
+ * for, it waits only for reads charged to its own I/O cgroup or an
+ * ancestor (tc_fleet_may_wait()): it reads the others of its own file
+ * itself, which overlayfs's readers cannot.
  */
-static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
+static void tc_wait_template(struct tc_fleet_reads *fr,
+			     struct address_space *tmapping, pgoff_t index,
 			     pgoff_t last, pgoff_t need,
 			     const unsigned long *ours)
 {
@@ -235,7 +239,9 @@ static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
 			struct folio *folio = fbatch.folios[i];
 			pgoff_t at = max(folio->index, index);
 
-			if (at < need || test_bit(at - index, ours))
+			if (test_bit(at - index, ours) ||
+			    (at < need && (folio_test_uptodate(folio) ||
+					   tc_fleet_may_wait(fr, folio))))
 				folio_wait_locked(folio);
 		}
 		folio_batch_release(&fbatch);
@@ -249,16 +255,20 @@ static void tc_wait_template(struct address_space *tmapping, pgoff_t index,
  * stays off tc_read_miss()'s stack, which holds the window's bitmaps.
  */
 static noinline_for_stack void
-tc_read_template(struct address_space *tmapping, pgoff_t index, pgoff_t last,
-		 pgoff_t need, unsigned long *ours, u64 *waited)
+tc_read_template(struct tc_group *g, struct address_space *tmapping,
+		 pgoff_t index, pgoff_t last, pgoff_t need, unsigned long *ours,
+		 u64 *waited)
 {
 	struct file_ra_state ra = { };
 	DEFINE_READAHEAD(tractl, NULL, &ra, tmapping, index);
+	struct tc_fleet_read r;
 
-	page_alias_readahead(&tractl, last - index, ours);
+	/* Charged to the group's fleet, recorded for its other readers. */
+	tc_fleet_read_start(&g->reads, &r, &tractl, last - index, ours);
 	*waited -= local_clock();
-	tc_wait_template(tmapping, index, last, need, ours);
+	tc_wait_template(&g->reads, tmapping, index, last, need, ours);
 	*waited += local_clock();
+	tc_fleet_read_end(&g->reads, &r);
 }
 
 /*
@@ -402,8 +412,8 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		 * memory instead of missing on fills still in flight.
 		 */
 		if (!tc_template_live(tf, index, last, live))
-			tc_read_template(tmapping, index, last, need, ours,
-					 &waited);
+			tc_read_template(tf->group, tmapping, index, last, need,
+					 ours, &waited);
 		tc_template_live(tf, first, plast, live);
 		/* What the extents prove needs no read; the rest is compared. */
 		tc_alias_proven(tf, first, plast, live);
@@ -631,7 +641,9 @@ static int __init totalcow_share_init(void)
 	int err;
 
 	tc_reader_hold_init();
-	err = tc_bind_init();
+	err = tc_fleet_wq_init();
+	if (!err)
+		err = tc_bind_init();
 	if (!err)
 		err = tc_groups_init();
 	return err ?: page_alias_register(&tc_alias_ops);

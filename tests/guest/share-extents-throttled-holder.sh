@@ -11,7 +11,7 @@
 # every extents/ write waiting, for as long as it liked.
 #
 # Three file systems: A (the attacker's, scope a), B (scope b), C (no
-# scope). The attacker (uid 1000, cgroup io.max 4 KiB/s on A's disk) reads
+# scope). The attacker (uid 1000, cgroup t/att, io.max 4 KiB/s on t) reads
 # 1 MiB of a file of A that nobody read yet: its canonical reads take
 # minutes at that rate. Meanwhile, each of these must end while the
 # attacker's read is still throttled:
@@ -41,16 +41,21 @@ sync
 echo "a /mnt/A/S" > $x/enable && echo "b /mnt/B/S" > $x/enable || die "extents/enable"
 want=$(dd if=/mnt/A/S/f bs=1M skip=2 count=1 status=none | sha256sum | cut -d' ' -f1)
 drop_caches
+# A miss's canonical reads are charged to the scope's fleet, the closest
+# common ancestor of its readers' I/O cgroups (share-throttled-fleet.sh):
+# the limit that holds them back is on the attacker's parent, t, an
+# admin's limit on a tenant's subtree, and t/att reads first.
+echo +io > $cg/cgroup.subtree_control
+mkdir $cg/t
+echo +io > $cg/t/cgroup.subtree_control
+mkdir $cg/t/att
 # The attacker's metadata, unthrottled: its first page (the extent and
 # checksum leaves of a 4 MiB file). Its data at 2 MiB stays unread.
-setpriv --reuid=1000 --regid=1000 --clear-groups dd if=/mnt/A/S/f bs=4096 count=1 \
-	status=none of=/dev/null || die "the attacker's first read"
-
-echo +io > $cg/cgroup.subtree_control
-mkdir $cg/att
-echo "$(cat /sys/block/$DISK0/dev) rbps=4096" > $cg/att/io.max || die "io.max"
+in_cgroup $cg/t/att setpriv --reuid=1000 --regid=1000 --clear-groups dd if=/mnt/A/S/f \
+	bs=4096 count=1 status=none of=/dev/null || die "the attacker's first read"
+echo "$(cat /sys/block/$DISK0/dev) rbps=4096" > $cg/t/io.max || die "io.max"
 r0=$(scope_field a reads)
-sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 --clear-groups \
+sh -c "echo \$\$ > $cg/t/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 --clear-groups \
 	dd if=/mnt/A/S/f of=/tmp/att bs=1M skip=2 count=1 status=none" &
 att=$!
 sleep 2
@@ -89,10 +94,10 @@ step "extents/disable of B's subvolume (scope b emptied)" disable_b
 step "umount of C (no scope)" umount /mnt/C
 grep -q "^[^ ]* b " $x/scopes && die "scope b is still listed: $(cat $x/scopes)"
 
-echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/att/io.max
+echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/t/io.max
 wait $att || die "the attacker's read failed"
 [ "$(sum /tmp/att)" = "$want" ] || die "the attacker read wrong bytes"
-rmdir $cg/att
+rmdir $cg/t/att $cg/t
 umount /mnt/B
 echo "a /mnt/A/S" > $x/disable || die "extents/disable A"
 umount /mnt/A

@@ -69,26 +69,41 @@ done
 # it reads 16 KiB at page 100 (template pages 100-103: 8 s at that rate;
 # before the fix, 1088 pages from page 64: half an hour), and the victim
 # reads page 512, whose template page nobody has read yet.
+# A miss's template reads are charged to the group's fleet, the closest
+# common ancestor of its readers' I/O cgroups (share-throttled-fleet.sh):
+# the limit that holds them back is on the attacker's parent, t (an
+# admin's limit on a tenant's subtree), and the group is made anew (a
+# fleet of its own) with only readers in t before the attack.
 echo +io > $cg/cgroup.subtree_control
-mkdir $cg/att $cg/vic
-read4k 1000 2000 $mnt/A/f > /dev/null
-# The victim's pages 200-203 become aliases of the template's (part 3).
-setpriv --reuid=1001 --regid=1001 --clear-groups \
-	dd if=$mnt/V/f of=/dev/null bs=16K skip=50 count=1 status=none || die "V's read"
-# The template's data leaves the page cache, its metadata stays.
-python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)
+mkdir $cg/t $cg/vic
+echo +io > $cg/t/cgroup.subtree_control
+mkdir $cg/t/att $cg/t/pre
+# regroup: the group anew; the attacker's metadata read in t/att, and the
+# victim's pages 200-203 aliases of the template's (part 3), read in t/pre.
+regroup() {
+	echo g > $groups/delete && echo "g $mnt/T" > $groups/create &&
+		echo "g $mnt/A" > $groups/add && echo "g $mnt/V" > $groups/add || die "group"
+	in_cgroup $cg/t/att setpriv --reuid=1000 --regid=1000 --clear-groups \
+		dd if=$mnt/A/f of=/dev/null bs=4096 skip=2000 count=1 status=none || die "A's read"
+	in_cgroup $cg/t/pre setpriv --reuid=1001 --regid=1001 --clear-groups \
+		dd if=$mnt/V/f of=/dev/null bs=16K skip=50 count=1 status=none || die "V's read"
+	# The template's data leaves the page cache, its metadata stays.
+	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' $mnt/T/f
-[ "$(pages $mnt/T/f)" = 0 ] || die "the template's pages stayed: $(pages $mnt/T/f)"
-# attack SKIP: the attacker, throttled to 2 KiB/s, reads 16 KiB of its
-# member at 16 KiB block SKIP into /tmp/att, in the background ($att).
+	[ "$(pages $mnt/T/f)" = 0 ] || die "the template's pages stayed: $(pages $mnt/T/f)"
+}
+# attack SKIP: the attacker, its fleet throttled to 2 KiB/s, reads 16 KiB
+# of its member at 16 KiB block SKIP into /tmp/att, in the background ($att).
 attack() {
-	echo "$(cat /sys/block/$DISK0/dev) rbps=2048" > $cg/att/io.max || die "io.max"
-	sh -c "echo \$\$ > $cg/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 \
+	echo "$(cat /sys/block/$DISK0/dev) rbps=2048" > $cg/t/io.max || die "io.max"
+	sh -c "echo \$\$ > $cg/t/att/cgroup.procs && exec setpriv --reuid=1000 --regid=1000 \
 		--clear-groups dd if=$mnt/A/f of=/tmp/att bs=16K skip=$1 count=1 status=none" &
 	att=$!
 	sleep 1
 	kill -0 $att 2>/dev/null || die "the attacker's read was not throttled (finished within a second)"
 }
+unthrottle() { echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/t/io.max; }
+regroup
 attack 25
 got=$(sh -c "echo \$\$ > $cg/vic/cgroup.procs && exec timeout 60 setpriv --reuid=1001 --regid=1001 \
 	--clear-groups dd if=$mnt/V/f bs=4096 skip=512 count=1 status=none" | sha256sum | cut -d' ' -f1)
@@ -96,11 +111,13 @@ kill -0 $att 2>/dev/null && still=yes || still=no
 [ "$got" = "${want[512]}" ] || die "the victim's read did not finish within 60 s, or read wrong bytes"
 echo "neighbour: the victim's 4 KiB read returned while the attacker's throttled read was in flight: $still"
 [ $still = yes ] || die "the attacker's read finished first: nothing was tested"
-echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/att/io.max
+unthrottle
 wait $att || die "the attacker's read failed"
 cmp /tmp/att <(dd if=$mnt/T/f bs=16K skip=25 count=1 status=none) || die "the attacker read wrong bytes"
 
-# 3. io_uring, against the same attacker reading template pages 200-203.
+# 3. io_uring, against the same attacker reading template pages 200-203
+# (the victim's read in part 2 widened the fleet to the root: anew).
+regroup
 attack 50
 sh -c "echo \$\$ > $cg/vic/cgroup.procs && exec timeout 60 setpriv --reuid=1001 --regid=1001 \
 	--clear-groups fio --name=uring --filename=$mnt/V/f --ioengine=io_uring --rw=read \
@@ -110,11 +127,11 @@ read -r slat clat < <(python3 -c 'import json, sys; r = json.load(open(sys.argv[
 print(r["slat_ns"]["max"] / 1e9, r["clat_ns"]["max"] / 1e9)' /tmp/fio.json) || die "fio's output: $(cat /tmp/fio.json)"
 echo "neighbour: io_uring read of an alias behind the throttled read: submission $slat s, completion $clat s"
 [ "$(echo "$slat < 0.5" | bc)" = 1 ] || die "io_uring's submission waited for another cgroup's read ($slat s)"
-echo "$(cat /sys/block/$DISK0/dev) rbps=max" > $cg/att/io.max
+unthrottle
 wait $att || die "the attacker's second read failed"
 cmp /tmp/att <(dd if=$mnt/T/f bs=16K skip=50 count=1 status=none) || die "the attacker read wrong bytes"
 [ "$(read4k 1001 200 $mnt/V/f)" = "$(want_at 200)" ] || die "V's page 200 reads wrong"
-rmdir $cg/att $cg/vic
+rmdir $cg/t/att $cg/t/pre $cg/t $cg/vic
 echo g > $groups/delete
 umount $mnt
 echo "neighbour: passed"

@@ -317,6 +317,32 @@ def test_a_throttled_container_does_not_stall_another_ones_reads(lane):
 
 
 @HOLES
+def test_a_reader_never_waits_at_another_cgroups_throttled_rate(lane):
+    """A shared page's read (a template's page of a group, a canonical page
+    of a scope) is charged to the fleet's I/O cgroup, the closest common
+    ancestor of its readers', and a reader waits for one only if it is
+    charged to its own cgroup or an ancestor, else reads its own file's
+    page. A container at io.max 512 KiB/s reading 4 MiB of its member gets
+    none of the template's reads charged to it (was 4096 KiB; the victim's
+    read at that offset waited 1.3 s); the victim's read of a page that a
+    throttled fleet (512 bytes/s), or the attacker's own private mapping of
+    the template, is reading returns while that read is in flight (before:
+    it waited for it, beyond 60 s for a scope's window)."""
+    r = run_vm("tests/guest/share-throttled-fleet.sh", **LANES[lane], disks=("1G",),
+               timeout=600)
+    assert r.status == 0, r.explain()
+    for kind in ("group", "scope"):
+        m = re.search(rf"^fleet: {kind}: the attacker's 4 MiB read at 512 KiB/s: its cgroup "
+                      r"read (\d+) KiB from the disk", r.console, re.M)
+        assert m and int(m.group(1)) < 1024, r.explain()
+    for kind in ("group", "group, private mapping", "scope"):
+        assert re.search(rf"^fleet: {re.escape(kind)}: the victim's 4 KiB read returned while "
+                         r"the attacker's throttled read was in flight \(and stayed so 2 s "
+                         r"longer\): yes$", r.console, re.M), r.explain()
+    assert "fleet: passed" in r.console, r.explain()
+
+
+@HOLES
 def test_substituted_mappings_name_compare_and_truncate_as_the_member(lane):
     """Issue 32, hole 3: a private mapping of an unchanged member maps the
     template file through a backing file. A member process's core dump
