@@ -122,15 +122,17 @@ charge() {
 # private mapping, which maps the template's pages: the group's
 # mmaps_shared counts it); a canonical read started (the scope's reads).
 throttled() {
-	local got still at=${6%+*} vat=$((${6/+/ + })) r0 m0
+	local got still at=${6%+*} vat=$((${6/+/ + })) r0 m0 pid
 	rm -f /tmp/started
 	rd "$2/att" 1000 "$3" $((at - 128)) 1 > /dev/null &&
 		rd "$2/pre" 1001 "$4" $((vat - 128)) 1 > /dev/null || die "$1: the first reads"
 	limit "$2" 512
 	r0=$(cat $x/scopes)
 	m0=$(mmaps_shared)
+	rm -f /tmp/att.pid
 	if [ "${8:-}" = mmap ]; then
-		in_cgroup "$cg/$2/att" setpriv --reuid=1000 --regid=1000 --clear-groups \
+		in_cgroup "$cg/$2/att" sh -c 'echo $$ > /tmp/att.pid; exec "$@"' sh \
+			setpriv --reuid=1000 --regid=1000 --clear-groups \
 			python3 -c 'import mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 m = mmap.mmap(fd, 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
@@ -139,17 +141,26 @@ at = int(sys.argv[2]) * 4096
 open("/tmp/started", "w").close()
 sys.stdout.buffer.write(m[at:at + 4096])' "$3" "$at" > /tmp/att &
 	else
-		rd "$2/att" 1000 "$3" "$at" 1 > /tmp/att &
-		touch /tmp/started
+		in_cgroup "$cg/$2/att" sh -c 'echo $$ > /tmp/att.pid; > /tmp/started; exec "$@"' sh \
+			setpriv --reuid=1000 --regid=1000 --clear-groups \
+			dd if="$3" bs=4096 skip="$at" count=1 status=none > /tmp/att &
 	fi
 	att=$!
 	for _ in $(seq 100); do [ -e /tmp/started ] && break; sleep 0.1; done
 	[ -e /tmp/started ] || die "$1: the attacker did not start"
 	sleep 1
+	# Until the attacker waits for the shared pages (UML's /proc/PID/stack
+	# has the host's switch only: there, the second above).
+	pid=$(cat /tmp/att.pid)
+	if [ "${TOTALCOW_LANE:-uml}" != uml ]; then
+		for _ in $(seq 100); do
+			grep -qE "$7" /proc/$pid/stack 2>/dev/null && break
+			sleep 0.1
+		done
+		grep -qE "$7" /proc/$pid/stack ||
+			die "$1: the attacker does not wait for the shared pages: $(cat /proc/$pid/stack)"
+	fi
 	kill -0 $att 2>/dev/null || die "$1: the attacker's read was not throttled (finished within a second)"
-	# UML's /proc/PID/stack has the host's switch only.
-	[ "${TOTALCOW_LANE:-uml}" = uml ] || grep -qE "$7" /proc/$att/stack ||
-		die "$1: the attacker does not wait for the shared pages: $(cat /proc/$att/stack)"
 	if [ "${8:-}" = mmap ]; then
 		[ "$(mmaps_shared)" -gt "$m0" ] || die "$1: the private mapping is not the template's"
 	elif [ "$5" != $mnt/T/f ]; then
