@@ -732,6 +732,13 @@ void tc_canon_count_mmap(struct tc_canon_scope *s, bool shared)
 	atomic64_inc(shared ? &s->mmaps_shared : &s->mmaps_private);
 }
 
+/* A mapping counted as shared maps its file after all. */
+void tc_canon_count_mmap_unshared(struct tc_canon_scope *s)
+{
+	atomic64_dec(&s->mmaps_shared);
+	atomic64_inc(&s->mmaps_private);
+}
+
 u64 tc_canon_scope_id(struct tc_canon_scope *s)
 {
 	return s->id;

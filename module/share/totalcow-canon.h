@@ -120,6 +120,7 @@ struct address_space *tc_canon_mapping(struct tc_canon_scope *s, u64 key);
 bool tc_canon_page_usable(struct folio *folio);
 void tc_canon_count(struct tc_canon_scope *s, unsigned long aliased);
 void tc_canon_count_mmap(struct tc_canon_scope *s, bool shared);
+void tc_canon_count_mmap_unshared(struct tc_canon_scope *s);
 u64 tc_canon_scope_id(struct tc_canon_scope *s);
 unsigned long tc_canon_cached_keys(struct inode *inode, pgoff_t index,
 				   unsigned long nr, u64 *keys);

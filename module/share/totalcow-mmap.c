@@ -19,6 +19,7 @@
 #include <linux/spinlock.h>
 
 #include "totalcow-bind.h"
+#include "totalcow-canon.h"
 #include "totalcow-extent-mmap.h"
 #include "totalcow-group.h"
 #include "totalcow-mmap.h"
@@ -168,17 +169,55 @@ void tc_size_changed(struct inode *inode)
 }
 
 /*
- * ->mmap_done: @alias is mapped. A truncate of @file that ran between the
- * proof in tc_mmap_file() and now either marked @alias dropped before its
- * walk (which may have missed the new mapping) or came after the proof
- * and moved i_version: map @file after all. A clone's mapping stays for a
- * write since (see below).
+ * A mapping that tc_mmap_file() counted as shared maps @file after all
+ * (do_mmap() merged it with a neighbour, or the LSM refused the backing
+ * file): count it as the private mapping it is.
  */
-void tc_mmap_done(struct file *file, struct file *alias)
+static void tc_mmap_recount(struct file *file, bool clone)
+{
+	struct tc_canon_scope *s;
+	struct tc_file *tf;
+
+	if (clone) {
+		s = tc_canon_hold(file_inode(file));
+		if (s) {
+			tc_canon_count_mmap_unshared(s);
+			tc_canon_release(s);
+		}
+		return;
+	}
+	tf = tc_file_get(file->f_mapping);
+	if (tf) {
+		tc_count(tf->group, TC_MMAPS_SHARED, -1);
+		tc_count(tf->group, TC_MMAPS_PRIVATE, 1);
+		tc_file_put(tf);
+	}
+}
+
+/*
+ * ->mmap_done: the mapping is in place, and maps @alias if @mapped. A
+ * truncate of @file that ran between the proof in tc_mmap_file() and now
+ * either marked @alias dropped before its walk (which may have missed the
+ * new mapping) or came after the proof and moved i_version: map @file
+ * after all. A clone's mapping stays for a write since (see below).
+ */
+void tc_mmap_done(struct file *file, struct file *alias, bool mapped)
 {
 	struct tc_alias_file *af;
 	bool stale = false;
 
+	if (!mapped) {
+		spin_lock(&tc_alias_files_lock);
+		hash_for_each_possible(tc_alias_files, af, node,
+				       (unsigned long)alias)
+			if (af->file == alias) {
+				stale = !!af->clone;
+				break;
+			}
+		spin_unlock(&tc_alias_files_lock);
+		tc_mmap_recount(file, stale);
+		return;
+	}
 	spin_lock(&tc_alias_files_lock);
 	hash_for_each_possible(tc_alias_files, af, node, (unsigned long)alias) {
 		if (af->file != alias)
@@ -227,9 +266,11 @@ struct file *tc_mmap_file(struct file *file, unsigned long prot)
 	/* Not a member: a file in a sharing scope maps a clone. */
 	if (!tf)
 		return tc_extent_mmap_file(file);
-	/* do_mmap() checks noexec on the file it maps: keep the answer. */
-	if (!(file->f_mode & FMODE_READ) ||
-	    path_noexec(&file->f_path) != path_noexec(&tf->tpath))
+	/*
+	 * do_mmap() checks @file itself, its mount's noexec included, before
+	 * the mapping maps the template (page_alias_mmap_install()).
+	 */
+	if (!(file->f_mode & FMODE_READ))
 		goto private;
 	/* Someone may write the member while it is mapped: keep it coherent. */
 	if (inode_is_open_for_write(file_inode(file)))

@@ -13,7 +13,7 @@ struct inode;
 struct tc_clone;
 
 struct file *tc_mmap_file(struct file *file, unsigned long prot);
-void tc_mmap_done(struct file *file, struct file *alias);
+void tc_mmap_done(struct file *file, struct file *alias, bool mapped);
 void tc_backing_release(struct file *file);
 void tc_size_changed(struct inode *inode);
 int tc_mmap_track(struct file *alias, struct file *user, u64 version,

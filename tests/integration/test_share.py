@@ -343,6 +343,23 @@ def test_a_reader_never_waits_at_another_cgroups_throttled_rate(lane):
 
 
 @HOLES
+def test_checks_on_a_substituted_mapping_see_the_member(lane):
+    """do_mmap() checks the member the process opened, and only then does
+    the mapping map the template's backing file (mm-patches/0021): a
+    member on a noexec mount shares (mmaps_shared +1; was +0, refused)
+    while PROT_EXEC is refused (EPERM) and so is mprotect(PROT_EXEC)
+    (EACCES), as for a plain file there; an exec member of a template on a
+    noexec mount shares and may execute (was refused); mmap() moves the
+    member's atime as a plain file's (stayed: the template was touched)."""
+    r = run_vm("tests/guest/share-mmap-checks.sh", **LANES[lane], disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert re.search(r"^checks: noexec member, PROT_READ: mmap ok mprotect EACCES "
+                     r"\(mmaps_shared \+1\)$", r.console, re.M), r.explain()
+    assert re.search(r"^checks: mmap\(\) of \S+/C/f: atime moved$", r.console, re.M), r.explain()
+    assert "checks: passed" in r.console, r.explain()
+
+
+@HOLES
 def test_substituted_mappings_name_compare_and_truncate_as_the_member(lane):
     """Issue 32, hole 3: a private mapping of an unchanged member maps the
     template file through a backing file. A member process's core dump
