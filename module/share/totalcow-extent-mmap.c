@@ -13,8 +13,9 @@
  * scope, maps the same clone: one copy of the mapped pages for a fleet of
  * reflinked copies or snapshots. The clone's pages are its own (rmap,
  * reclaim, truncate: stock); the clone holds its extents, so their disk
- * space is never handed out again while it lives; nobody can write it,
- * so a mapping shows the file's data as of mmap(), as a member's does.
+ * space is never handed out again while it lives; nobody can write it.
+ * An open of the file for writing makes its mappings map the file itself
+ * first (->write_opened), so that they show its changes, as a member's.
  *
  * A clone no mapping uses any more stays for TC_CLONE_IDLE, at most
  * TC_CLONE_IDLE_MAX of them, so that a process started again and again

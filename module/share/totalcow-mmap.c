@@ -119,12 +119,13 @@ static void tc_unsubstitute(struct file *alias, struct file *user)
 #define TC_UNSUBSTITUTE_BATCH	8
 
 /*
- * ->size_changed: @inode, a member, was truncated (its inode lock held).
- * Every substituted mapping of it maps the member from now on: SIGBUS
- * past its new end of file, its own data within (the partial last page
- * zeroed past the end, pages that a later extension adds), exactly as a
- * mapping of the member itself. A backing file being released has no
- * mapping left.
+ * ->size_changed: @inode, a member, was truncated (its inode lock held);
+ * ->write_opened: it is being opened for writing. Every substituted
+ * mapping of it maps the member from now on: SIGBUS past its new end of
+ * file, its own data within (the partial last page zeroed past the end,
+ * pages that a later extension adds, every write to come in the pages
+ * not written through the mapping), exactly as a mapping of the member
+ * itself. A backing file being released has no mapping left.
  */
 void tc_size_changed(struct inode *inode)
 {
@@ -199,7 +200,10 @@ static void tc_mmap_recount(struct file *file, bool clone)
  * truncate of @file that ran between the proof in tc_mmap_file() and now
  * either marked @alias dropped before its walk (which may have missed the
  * new mapping) or came after the proof and moved i_version: map @file
- * after all. A clone's mapping stays for a write since (see below).
+ * after all. So for an open for writing since the proof: its
+ * ->write_opened walk either found the record (dropped) or came before
+ * the record was made, and then after the raise of i_writecount that
+ * this lock section orders before the check below.
  */
 void tc_mmap_done(struct file *file, struct file *alias, bool mapped)
 {
@@ -223,11 +227,13 @@ void tc_mmap_done(struct file *file, struct file *alias, bool mapped)
 		if (af->file != alias)
 			continue;
 		/*
-		 * A clone is @file as it was at the proof, a write since is
-		 * not seen through the mapping (as of mmap()); a truncation
-		 * after the check in tc_extent_mmap_file() marked it dropped.
+		 * A clone is @file as it was at the proof: a writer since
+		 * opened it (raised i_writecount, or marked the record); a
+		 * truncation after the check in tc_extent_mmap_file() marked
+		 * it dropped.
 		 */
 		stale = af->dropped ||
+			inode_is_open_for_write(file_inode(file)) ||
 			(!af->clone &&
 			 !inode_eq_iversion(file_inode(file), af->version));
 		if (stale && !af->dropped) {

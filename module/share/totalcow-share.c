@@ -542,6 +542,7 @@ static const struct page_alias_ops tc_alias_ops = {
 	.backing_release = tc_backing_release,
 	.mmap_done = tc_mmap_done,
 	.size_changed = tc_size_changed,
+	.write_opened = tc_size_changed,
 };
 
 /* Bumped by every reclassification (tc_reclassify()). */

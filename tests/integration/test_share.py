@@ -343,6 +343,24 @@ def test_a_reader_never_waits_at_another_cgroups_throttled_rate(lane):
 
 
 @HOLES
+def test_a_substituted_private_mapping_follows_its_file_as_linux_does(lane):
+    """A private mapping that maps a template's (a group member) or a
+    clone's (a file in a scope) pages shows what a plain file's shows
+    (mm-patches/0022): after write(), a hole punch, a zero range and a
+    reflink into the file, its pages not written through it show the
+    change, its own written page stays, and read() agrees. Fails on the
+    code before: the pages kept the bytes of the time of mmap()."""
+    r = run_vm("tests/guest/share-mmap-follows.sh", **LANES[lane], disks=("1G",))
+    assert r.status == 0, r.explain()
+    for kind in ("group", "scope"):
+        assert f"{kind}: follows: the mapping maps another file's pages: yes" in r.console, \
+            r.explain()
+        for what in ("write() shows", "a hole punch shows (zeros)", "a reflink into it shows"):
+            assert f"{kind}: follows: {what}: yes" in r.console, r.explain()
+    assert "follows: passed" in r.console, r.explain()
+
+
+@HOLES
 def test_checks_on_a_substituted_mapping_see_the_member(lane):
     """do_mmap() checks the member the process opened, and only then does
     the mapping map the template's backing file (mm-patches/0021): a
