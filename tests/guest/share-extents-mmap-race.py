@@ -17,10 +17,13 @@ from mmaps_shared whether its mapping is a clone's. Every page a mapping
 shows must carry its own index i and a tag of 0 (the snapshot's bytes)
 or the file's own number j: a page of another file fails. A clone's
 mapping must show whole pages, page(t, k, i), and the same bytes when
-read again after more writes (as of mmap()). A mapping of the file's
-own pages may show a page torn by a write or a clone racing the read,
-as on a stock kernel, where write() and FICLONE change a mapped
-MAP_PRIVATE file's pages under it. Prints "mmap race: ..." and exits 1
+read again, as long as no writer opened the file since the mapping was
+made (each writer counts its opens of file j in OPENS[j], shared memory,
+before it opens): an open for writing makes the mapping map the file
+itself (mm-patches/0022), which then shows the file's changes as a stock
+mapping does. A mapping of the file's own pages may show a page torn by a
+write or a clone racing the read, as on a stock kernel, where write()
+and FICLONE change a mapped MAP_PRIVATE file's pages under it. Prints "mmap race: ..." and exits 1
 on any mismatch.
 """
 
@@ -47,13 +50,18 @@ def scope(field):
     return int(w[w.index(field) + 1])
 
 
-def mapper(mnt, files, pages, until, seed):
+def opens_of(opens, j):
+    return struct.unpack_from("<Q", opens, 8 * j)[0]
+
+
+def mapper(mnt, files, pages, until, seed, opens):
     rnd = random.Random(seed)
     # An open file description of its own: flock() is per description.
     lock = os.open(f"{mnt}/mmap.lock", os.O_RDWR | os.O_CREAT, 0o600)
     bad = maps = 0
     while time.monotonic() < until and not bad:
         j = rnd.randint(1, files)
+        c0 = opens_of(opens, j)
         fd = os.open(f"{mnt}/s{j}/data/file", os.O_RDONLY)
         fcntl.flock(lock, fcntl.LOCK_EX)
         s = scope("mmaps_shared")
@@ -65,6 +73,8 @@ def mapper(mnt, files, pages, until, seed):
             os.close(fd)
         maps += 1
         seen = m[:]
+        # Still a clone's pages only if no writer opened the file since.
+        clone = clone and opens_of(opens, j) == c0
         for i in range(pages):
             got = seen[i * PAGE:(i + 1) * PAGE]
             tag, version, index = struct.unpack_from("<III", got)
@@ -80,7 +90,7 @@ def mapper(mnt, files, pages, until, seed):
         if clone and not bad:
             time.sleep(rnd.uniform(0, 0.05))
             again = m[:]
-            if again != seen:
+            if again != seen and opens_of(opens, j) == c0:
                 bad += 1
                 i = next(i for i in range(len(seen)) if seen[i] != again[i])
                 print(f"MISMATCH clone mapping of s{j} changed after mmap() at byte {i}: "
@@ -91,12 +101,13 @@ def mapper(mnt, files, pages, until, seed):
     return bad, maps
 
 
-def writer(mnt, files, pages, until, seed):
+def writer(mnt, files, pages, until, seed, opens):
     rnd = random.Random(seed)
     versions = len(os.listdir(f"{mnt}/w/versions")) // files
     n = 0
     while time.monotonic() < until:
         j = rnd.randint(1, files)
+        struct.pack_into("<Q", opens, 8 * j, opens_of(opens, j) + 1)
         fd = os.open(f"{mnt}/s{j}/data/file", os.O_RDWR)
         if rnd.random() < 0.7:
             src = os.open(f"{mnt}/w/versions/{j}.{rnd.randrange(versions)}", os.O_RDONLY)
@@ -138,6 +149,7 @@ def main():
     pages = os.path.getsize(f"{mnt}/s1/data/file") // PAGE
     until = time.monotonic() + seconds
     s0, p0 = scope("mmaps_shared"), scope("mmaps_private")
+    opens = mmap.mmap(-1, 8 * (files + 1))  # shared with the children
     kids = []
     roles = [("mapper", k) for k in range(4)] + [("writer", k) for k in range(2)] + \
         [("churner", 0), ("evicter", 0)]
@@ -147,9 +159,9 @@ def main():
         if pid == 0:
             os.close(r)
             if role == "mapper":
-                out = mapper(mnt, files, pages, until, 100 + k)
+                out = mapper(mnt, files, pages, until, 100 + k, opens)
             elif role == "writer":
-                out = (0, writer(mnt, files, pages, until, 200 + k))
+                out = (0, writer(mnt, files, pages, until, 200 + k, opens))
             elif role == "churner":
                 out = (0, churner(mnt, until))
             else:

@@ -493,7 +493,7 @@ def test_private_mappings_of_shared_extents_map_one_clone(lane):
     file, each mapped MAP_PRIVATE by a process of its own with every page
     touched: page cache <= 1.05x the file in a sharing scope (one clone),
     where the same mappings without the scope, in the same run, are 8x.
-    Then: a mapping shows its file as of mmap(); a new mapping of a changed
+    Then: a mapping shows a write to its file (as Linux's); a new mapping of a changed
     file shows the new bytes; a file open for writing maps its own pages;
     private writes stay private; a truncation while mapped gives SIGBUS
     past the new end; an unprivileged mapper shares; the snapshots'

@@ -119,7 +119,8 @@ def test_private_mappings_of_shared_extents_race_their_files_changing(lane):
     writers give the files new layouts (FICLONE of per-file versions) or
     rewrite pages, an allocator moves the handout generation and an
     evicter drops the files' caches. A clone's mapping must show whole
-    pages of its own file, unchanged when read again (as of mmap()); any
+    pages of its own file, unchanged when read again while no writer
+    opened the file (an open for writing makes it map the file); any
     mapping only pages of its own file. Both paths must be taken (clone
     and private), with no mismatch. Fails before clones (no mapping maps
     one)."""
