@@ -17,8 +17,8 @@
 #     template's reads are not charged to att (io.stat: under 1 MiB read
 #     in att; before, 4 MiB).
 #  2. Group, a throttled fleet: the fleet is t1 (the attacker's parent,
-#     io.max 512 bytes/s, as an admin would limit a tenant's subtree); the
-#     attacker reads 4 KiB of its member (8 s), the victim, outside t1,
+#     io.max 128 bytes/s, as an admin would limit a tenant's subtree); the
+#     attacker reads 4 KiB of its member (32 s), the victim, outside t1,
 #     reads 4 KiB at the same offset and returns while the attacker's read
 #     is in flight (before: it waited for it).
 #  3. Group, a read nobody recorded: the attacker's private mapping of its
@@ -107,7 +107,7 @@ charge() {
 }
 
 # throttled KIND CG ATTFILE VICFILE TEMPLATE PAGE[+N] WAIT [mmap]: parts
-# 2, 3 and 5. The attacker reads the page at PAGE at 512 bytes/s (8 s per
+# 2, 3 and 5. The attacker reads the page at PAGE at 128 bytes/s (32 s per
 # page of its window: a scope's miss reads 128 pages, each a bio of its
 # own, the last of them N = 127 pages on), the victim the page N pages
 # on, a second after the attacker started; the victim's read must return, and 2 s
@@ -126,7 +126,7 @@ throttled() {
 	rm -f /tmp/started
 	rd "$2/att" 1000 "$3" $((at - 128)) 1 > /dev/null &&
 		rd "$2/pre" 1001 "$4" $((vat - 128)) 1 > /dev/null || die "$1: the first reads"
-	limit "$2" 512
+	limit "$2" 128
 	r0=$(cat $x/scopes)
 	m0=$(mmaps_shared)
 	rm -f /tmp/att.pid

@@ -325,7 +325,7 @@ def test_a_reader_never_waits_at_another_cgroups_throttled_rate(lane):
     page. A container at io.max 512 KiB/s reading 4 MiB of its member gets
     none of the template's reads charged to it (was 4096 KiB; the victim's
     read at that offset waited 1.3 s); the victim's read of a page that a
-    throttled fleet (512 bytes/s), or the attacker's own private mapping of
+    throttled fleet (128 bytes/s), or the attacker's own private mapping of
     the template, is reading returns while that read is in flight (before:
     it waited for it, beyond 60 s for a scope's window)."""
     r = run_vm("tests/guest/share-throttled-fleet.sh", **LANES[lane], disks=("1G",),
