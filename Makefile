@@ -40,7 +40,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kernel-preempt kernel-trace kunit modules lint \
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
-	check-x86 check-lanes torture-x86 torture-kcsan torture-x86-extents stock-kernels stock-kernel-check check-stock \
+	check-x86 check-lanes series-check torture-x86 torture-kcsan torture-x86-extents stock-kernels stock-kernel-check check-stock \
 	integration check check-quick demo bench-demo bench bench-dm-overhead bench-dm-cgroups \
 	bench-dm-miss bench-fleet-dm bench-extents bench-extents-mmap bench-image-pair \
 	bench-registration bench-fig4 \
@@ -167,10 +167,17 @@ check-stock: stock-kernels
 	@echo "make check-stock: all passed"
 
 # make check plus everything it leaves out: the x86-64 lane, the
-# preemptible UML kernel's longer runs and the packages' install test.
-check-lanes: check check-x86 deb-test deb-kernel-test
+# preemptible UML kernel's longer runs, the packages' install test, and
+# whether the series applies to Debian's newest 6.12 sources.
+check-lanes: check check-x86 deb-test deb-kernel-test series-check
 	$(PYTHON) -m pytest $(PYTEST_XDIST) -m "lane_extra and not x86" $(PYTEST_ARGS) tests
 	@echo "make check-lanes: all passed"
+
+# Does mm-patches/series apply to the newest linux-source-6.12 of
+# bookworm-security and of trixie-security? Downloads and unpacks them
+# under $(B)/series-check (never installed); says which patch fails, where.
+series-check:
+	tests/vm/series-applies $(B)
 
 # The developer's inner loop: kernels, lint, KUnit and the integration tests
 # not marked slow (pytest.ini); `make check` runs everything.

@@ -33,16 +33,20 @@ DEBIAN_KERNEL_NAMES="6.1 6.12 6.12-trixie newest"
 
 # The private apt setup for Debian 13: its own sources, lists, cache and
 # an empty dpkg status, so that neither the host's installed packages nor
-# its pins or sources enter into it. Sets APT_OPTS.
+# its pins or sources enter into it. Sets APT_OPTS. With arguments, one
+# of its own for other suites: apt_private NAME "SUITES" "SECURITY_SUITES"
+# (under $bdir/headers/apt-NAME; tests/vm/series-applies reads
+# bookworm-security's this way, with lists of its own).
 apt_private() {
-	local d=$bdir/headers/apt suite stale=0
+	local d=$bdir/headers/apt${1:+-$1} suite stale=0
+	local suites=${2:-trixie trixie-backports} security=${3:-trixie-security}
 	mkdir -p "$d/sources.list.d" "$d/lists/partial" "$d/cache" "$d/empty"
 	# trixie-security carries trixie's current 6.12 (a trixie machine
 	# with security updates runs it), trixie-backports the newest kernel.
 	cat > "$d/sources.list.d/debian.sources" <<SRC
 Types: deb
 URIs: http://deb.debian.org/debian
-Suites: trixie trixie-backports
+Suites: $suites
 Components: main
 Architectures: amd64
 Targets: Packages
@@ -50,7 +54,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
 URIs: http://deb.debian.org/debian-security
-Suites: trixie-security
+Suites: $security
 Components: main
 Architectures: amd64
 Targets: Packages
@@ -67,17 +71,17 @@ SRC
 		  -o APT::Architecture=amd64
 		  -o Acquire::Languages=none
 		  -o APT::Sandbox::User=root)
-	for suite in trixie trixie-backports trixie-security; do
+	for suite in $suites $security; do
 		[ -n "$(find "$d/lists" -maxdepth 1 -name "*_dists_${suite}_main_binary-amd64_Packages*" -mmin -1440)" ] ||
 			stale=1
 	done
 	[ $stale = 1 ] || return 0
 	if ! apt-get "${APT_OPTS[@]}" update -q >/dev/null; then
-		for suite in trixie trixie-backports trixie-security; do
+		for suite in $suites $security; do
 			[ -n "$(find "$d/lists" -maxdepth 1 -name "*_dists_${suite}_main_binary-amd64_Packages*")" ] ||
-				die "apt-get update of the private Debian 13 lists failed (no $suite list)"
+				die "apt-get update of the private lists failed (no $suite list)"
 		done
-		echo "${0##*/}: WARNING: cannot refresh the Debian 13 lists; using the old ones" >&2
+		echo "${0##*/}: WARNING: cannot refresh the private lists ($suites $security); using the old ones" >&2
 	fi
 }
 
