@@ -684,6 +684,7 @@ void tc_canon_readahead(struct tc_canon_scope *s, u64 logical,
 	DEFINE_READAHEAD(ractl, NULL, &ra, mapping, tc_canon_key_index(logical));
 
 	tc_canon_evict_unusable(mapping, tc_canon_key_index(logical), nr);
+	bitmap_zero(added, nr);
 	page_alias_readahead(&ractl, nr, added);
 }
 

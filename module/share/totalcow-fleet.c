@@ -39,9 +39,10 @@
  *
  * Which cgroup a page being read is charged to is known for the reads
  * this file starts: a template's folio belongs to the file system, so
- * a group records its misses' reads in flight (struct tc_fleet_read,
- * tc_fleet_may_wait()); a canonical folio is the scope's own, and its
- * ->private names the cgroup its read is charged to while it is read
+ * a group records its misses' reads in flight, with the bitmap of the
+ * folios each added (struct tc_fleet_read, tc_fleet_may_wait()); a
+ * canonical folio is the scope's own, and its ->private names the cgroup
+ * its read is charged to while it is read
  * (tc_fleet_tag_folio(), tc_fleet_may_wait_tagged()). A read this file
  * did not start (a reader of the template file itself, a private mapping
  * of it faulting) is charged to whoever started it and is not waited for.
@@ -103,22 +104,66 @@ static void tc_fleet_work(struct work_struct *work)
 	kthread_associate_blkcg(NULL);
 }
 
+/*
+ * The I/O cgroup to charge the caller's shared reads to, referenced (NULL
+ * without blk-cgroup): @fl's, widened to take in the caller's first; *@own
+ * if that is the caller's own (its reads are charged there anyway).
+ */
+static struct cgroup_subsys_state *tc_fleet_css(struct tc_fleet *fl,
+						bool *own)
+{
+	struct cgroup_subsys_state *reader = tc_fleet_reader();
+	struct cgroup_subsys_state *css;
+
+	css = reader ? tc_fleet_get(fl, reader) : NULL;
+	*own = css == reader || !css;
+	if (reader)
+		css_put(reader);
+	return css;
+}
+
+/*
+ * Run @fn(@arg) with its bios charged to @css: inline if it is the
+ * caller's own (@own), else in a worker of @kind's queue associated with
+ * it, the caller's memory cgroup charged for what it allocates; returns
+ * once @fn has. @key: lockdep's class for the wait for the worker, one
+ * per caller (tc_fleet_run()): what @fn locks is the caller's, and callers
+ * that hold a lock of a class another's @fn takes do not wait for each
+ * other's workers. The queues have rescuers: a reader that reclaim waits
+ * for still gets its reads submitted.
+ */
+static void tc_fleet_call(struct cgroup_subsys_state *css, bool own,
+			  enum tc_fleet_kind kind, void (*fn)(void *arg),
+			  void *arg, struct lock_class_key *key)
+{
+	struct workqueue_struct *wq = tc_fleet_wq[kind];
+	struct tc_fleet_call c;
+
+	if (own || !wq) {
+		fn(arg);
+		return;
+	}
+	c.css = css;
+	c.fn = fn;
+	c.arg = arg;
+	c.memcg = get_mem_cgroup_from_current();
+	INIT_WORK_ONSTACK_KEY(&c.work, tc_fleet_work, key);
+	queue_work(wq, &c.work);
+	flush_work(&c.work);
+	destroy_work_on_stack(&c.work);
+	mem_cgroup_put(c.memcg);
+}
+
 /**
  * __tc_fleet_run - start reads of shared pages on behalf of a fleet
  * @fl: the fleet (a group's, a scope's)
  * @kind: what the reads are of
  * @fn: starts the reads; it must not wait for them
  * @arg: its argument
- * @key: lockdep's class for the wait for the worker, one per caller
- *	(tc_fleet_run()): what @fn locks is the caller's, and callers that
- *	hold a lock of a class another's @fn takes do not wait for each
- *	other's workers
+ * @key: see tc_fleet_call()
  *
  * Runs @fn(@arg) with its bios charged to @fl's I/O cgroup, widened to
- * take in the caller's first: inline if that is the caller's own, else in
- * a worker associated with it, the caller's memory cgroup charged for
- * what it allocates; returns once @fn has. The worker queue has a rescuer:
- * a reader that reclaim waits for still gets its reads submitted.
+ * take in the caller's first (tc_fleet_call()).
  *
  * Return: the I/O cgroup the reads were charged to, referenced (NULL
  * without blk-cgroup).
@@ -128,27 +173,11 @@ struct cgroup_subsys_state *__tc_fleet_run(struct tc_fleet *fl,
 					   void (*fn)(void *arg), void *arg,
 					   struct lock_class_key *key)
 {
-	struct workqueue_struct *wq = tc_fleet_wq[kind];
-	struct cgroup_subsys_state *reader = tc_fleet_reader();
-	struct tc_fleet_call c;
+	bool own;
+	struct cgroup_subsys_state *css = tc_fleet_css(fl, &own);
 
-	c.css = reader ? tc_fleet_get(fl, reader) : NULL;
-	if (c.css == reader || !wq) {
-		if (reader)
-			css_put(reader);
-		fn(arg);
-		return c.css;
-	}
-	css_put(reader);
-	c.fn = fn;
-	c.arg = arg;
-	c.memcg = get_mem_cgroup_from_current();
-	INIT_WORK_ONSTACK_KEY(&c.work, tc_fleet_work, key);
-	queue_work(wq, &c.work);
-	flush_work(&c.work);
-	destroy_work_on_stack(&c.work);
-	mem_cgroup_put(c.memcg);
-	return c.css;
+	tc_fleet_call(css, own, kind, fn, arg, key);
+	return css;
 }
 
 void tc_fleet_reads_init(struct tc_fleet_reads *fr)
@@ -166,37 +195,27 @@ void tc_fleet_reads_destroy(struct tc_fleet_reads *fr)
 	tc_fleet_destroy(&fr->fleet);
 }
 
-/* List @r in @fr if there is room: its bitmap is not to be read yet. */
+/*
+ * List @r, a read charged to @css, in @fr if there is room. Its bitmap,
+ * cleared, fills in as its folios are added (page_alias_readahead() sets
+ * each bit atomically), and readers test it meanwhile.
+ */
 static void tc_fleet_record(struct tc_fleet_reads *fr, struct tc_fleet_read *r,
 			    struct address_space *mapping, pgoff_t index,
-			    unsigned long nr, unsigned long *added)
+			    unsigned long nr, unsigned long *added,
+			    struct cgroup_subsys_state *css)
 {
 	r->mapping = mapping;
 	r->index = index;
 	r->nr = nr;
 	r->added = added;
-	r->published = false;
-	r->css = NULL;
+	r->css = css;
 	spin_lock(&fr->lock);
 	r->listed = fr->nr < TC_FLEET_READS_MAX;
 	if (r->listed) {
 		list_add(&r->node, &fr->list);
 		fr->nr++;
 	}
-	spin_unlock(&fr->lock);
-}
-
-/*
- * Every read of @r is submitted, charged to @css (referenced): its bitmap
- * is complete. The lock orders the bitmap's writes, which the submitting
- * worker made before tc_fleet_run() returned, before a reader's look.
- */
-static void tc_fleet_publish(struct tc_fleet_reads *fr, struct tc_fleet_read *r,
-			     struct cgroup_subsys_state *css)
-{
-	spin_lock(&fr->lock);
-	r->css = css;
-	r->published = true;
 	spin_unlock(&fr->lock);
 }
 
@@ -232,13 +251,17 @@ void tc_fleet_read_start(struct tc_fleet_reads *fr, struct tc_fleet_read *r,
 			 struct readahead_control *ractl, unsigned long nr,
 			 unsigned long *added)
 {
+	static struct lock_class_key key;
 	struct tc_fleet_ra ra = { .ractl = ractl, .nr = nr, .added = added };
+	struct cgroup_subsys_state *css;
+	bool own;
 
-	/* Before any folio of it is added: no reader waits unrecorded. */
+	/* Listed before any folio of it is added: no reader waits unrecorded. */
+	css = tc_fleet_css(&fr->fleet, &own);
+	bitmap_zero(added, nr);
 	tc_fleet_record(fr, r, ractl->mapping, readahead_index(ractl), nr,
-			added);
-	tc_fleet_publish(fr, r, tc_fleet_run(&fr->fleet, TC_FLEET_TEMPLATE,
-					     tc_fleet_ra, &ra));
+			added, css);
+	tc_fleet_call(css, own, TC_FLEET_TEMPLATE, tc_fleet_ra, &ra, &key);
 }
 
 void tc_fleet_read_end(struct tc_fleet_reads *fr, struct tc_fleet_read *r)
@@ -278,7 +301,7 @@ static bool __tc_fleet_may_wait(struct tc_fleet_reads *fr,
 
 	spin_lock(&fr->lock);
 	list_for_each_entry(r, &fr->list, node) {
-		if (r->mapping != mapping || !r->published ||
+		if (r->mapping != mapping ||
 		    index < r->index || index - r->index >= r->nr ||
 		    !test_bit(index - r->index, r->added))
 			continue;
@@ -294,8 +317,11 @@ static bool __tc_fleet_may_wait(struct tc_fleet_reads *fr,
  * @fr: the reads in flight of the template's group
  * @folio: the folio, referenced, found not uptodate
  *
- * True if one of the group's recorded reads, submitted, added @folio's
- * slot and is charged to the caller's I/O cgroup or an ancestor.
+ * True if one of the group's recorded reads added @folio's slot (its bit,
+ * set as the folio was added and before its read started) and is charged
+ * to the caller's I/O cgroup or an ancestor. A folio found before its bit
+ * is set (the instant between its adding and the bit) is not waited for:
+ * the caller reads its own page.
  *
  * A record lives until its miss has waited for the folios it added, so
  * the folio it added at a slot is the one there until then, unless it left

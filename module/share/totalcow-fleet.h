@@ -26,9 +26,9 @@ struct tc_fleet_reads {
 
 /*
  * One miss's read of [@index, @index + @nr) of @mapping, on its stack from
- * tc_fleet_read_start() to tc_fleet_read_end(): bit i of @added is set if
- * the read added the folio at @index + i and started its read. @added is
- * only looked at once @published, after every read was submitted.
+ * tc_fleet_read_start() to tc_fleet_read_end(): bit i of @added is set
+ * (atomically, as the read runs) once the read added the folio at
+ * @index + i, before that folio's read starts.
  */
 struct tc_fleet_read {
 	struct list_head node;
@@ -38,7 +38,6 @@ struct tc_fleet_read {
 	unsigned long *added;
 	struct cgroup_subsys_state *css;	/* charged to, referenced */
 	bool listed;
-	bool published;
 };
 
 void tc_fleet_reads_init(struct tc_fleet_reads *fr);

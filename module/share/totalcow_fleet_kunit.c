@@ -11,10 +11,9 @@
 
 /*
  * A read charged to a is waited for by a's and a1's readers only, and
- * only for the slots it added, once it is published: before that its
- * bitmap may still be written by the worker that submits it.
+ * only for the slots it added (the bits its readahead set so far).
  */
-static void tc_fleet_waits_only_for_published_reads_it_may(struct kunit *test)
+static void tc_fleet_waits_only_for_reads_it_may(struct kunit *test)
 {
 	struct tc_test_tree *t = tc_test_tree(test);
 	struct address_space *m = (void *)0x1000, *other = (void *)0x2000;
@@ -24,11 +23,11 @@ static void tc_fleet_waits_only_for_published_reads_it_may(struct kunit *test)
 
 	tc_fleet_reads_init(&fr);
 	bitmap_zero(added, 8);
-	__set_bit(2, added);
-	tc_fleet_record(&fr, &r, m, 100, 8, added);
+	tc_fleet_record(&fr, &r, m, 100, 8, added, &t->a);
 	KUNIT_EXPECT_TRUE(test, r.listed);
+	/* Not added yet: not waited for. */
 	KUNIT_EXPECT_FALSE(test, __tc_fleet_may_wait(&fr, m, 102, &t->a));
-	tc_fleet_publish(&fr, &r, &t->a);
+	set_bit(2, added);
 	KUNIT_EXPECT_TRUE(test, __tc_fleet_may_wait(&fr, m, 102, &t->a));
 	KUNIT_EXPECT_TRUE(test, __tc_fleet_may_wait(&fr, m, 102, &t->a1));
 	KUNIT_EXPECT_FALSE(test, __tc_fleet_may_wait(&fr, m, 102, &t->b));
@@ -63,10 +62,8 @@ static void tc_fleet_records_a_bounded_number_of_reads(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, r);
 	tc_fleet_reads_init(&fr);
 	bitmap_fill(added, 1);
-	for (i = 0; i <= TC_FLEET_READS_MAX; i++) {
-		tc_fleet_record(&fr, &r[i], m, i, 1, added);
-		tc_fleet_publish(&fr, &r[i], &t->a);
-	}
+	for (i = 0; i <= TC_FLEET_READS_MAX; i++)
+		tc_fleet_record(&fr, &r[i], m, i, 1, added, &t->a);
 	KUNIT_EXPECT_EQ(test, fr.nr, (unsigned int)TC_FLEET_READS_MAX);
 	KUNIT_EXPECT_FALSE(test, r[TC_FLEET_READS_MAX].listed);
 	KUNIT_EXPECT_TRUE(test, __tc_fleet_may_wait(&fr, m, 0, &t->a1));
@@ -132,7 +129,7 @@ static void tc_fleet_run_inline_for_the_fleets_own_reader(struct kunit *test)
 }
 
 static struct kunit_case tc_fleet_test_cases[] = {
-	KUNIT_CASE(tc_fleet_waits_only_for_published_reads_it_may),
+	KUNIT_CASE(tc_fleet_waits_only_for_reads_it_may),
 	KUNIT_CASE(tc_fleet_records_a_bounded_number_of_reads),
 	KUNIT_CASE(tc_fleet_tagged_folios_follow_the_waiting_rule),
 	KUNIT_CASE(tc_fleet_run_inline_for_the_fleets_own_reader),
