@@ -73,7 +73,7 @@ def test_figures_and_verdicts():
     assert reg[3] == "2.50 (2.50..2.50, 1 run)" and reg[5] == "**missed**"
     fleet = [r for k, r in rows.items() if k.startswith("LXC fleet")][0]
     assert fleet[5] == "not run"
-    # The README's summary counts what the table judges and names every
+    # The goals' summary counts what the table judges and names every
     # row that misses or was not run, with its figure and source.
     verdicts = [r[5] for r in rows.values()]
     met, missed = verdicts.count("met"), verdicts.count("**missed**")

@@ -1,6 +1,9 @@
-"""bench/readme: the generated sections of bench/README.md and README.md
-are the committed results' tables and status, byte for byte; a stale or
-missing source is reported."""
+"""bench/readme: the generated sections of bench/README.md, README.md and
+docs/test-harness.md are the committed results' tables and summaries,
+byte for byte; a stale or missing source is reported. README.md stays a
+short front page: the demo's table is its only generated section (the
+goals' summary is in bench/README.md, the last CI run in
+docs/test-harness.md)."""
 
 import os
 import subprocess
@@ -39,3 +42,23 @@ def test_a_stale_section_is_rewritten_and_a_missing_source_named():
                    + "\nmiddle\n" + HEAD.format("nosuch.md") + "old\n" + END + "\n")
     again, stale, _ = readme.render(new, os.path.join(TOP, "bench"))
     assert again == new and stale == []
+
+
+def sources(path):
+    with open(os.path.join(TOP, path)) as f:
+        return readme.SECTION.findall(f.read())
+
+
+def test_each_generated_section_is_where_its_reader_looks():
+    assert [m[1] for m in sources("README.md")] == ["bench/results/demo.md"]
+    assert [m[1] for m in sources("docs/test-harness.md")] == ["../bench/results/ci-time.md"]
+    bench = [m[1] for m in sources("bench/README.md")]
+    assert bench.index("results/status.md") < bench.index("results/goals.md")
+    names = {os.path.relpath(p, TOP) for p in readme.READMES}
+    assert names == {"README.md", "bench/README.md", "docs/test-harness.md"}
+
+
+def test_the_front_page_stays_short():
+    with open(os.path.join(TOP, "README.md")) as f:
+        words = len(f.read().split())
+    assert words <= 1300, f"README.md has {words} words; details belong in docs/"
