@@ -14,8 +14,8 @@ RESULTS = os.path.join(TOP, "bench", "results")  # committed: the evidence
 
 
 def memory_bytes(r):
-    """The one definition of memory every driver reports (issue 16 item
-    4), all measured by the kernel during the run: page-cache growth, the
+    """The one definition of memory every driver reports, all
+    measured by the kernel during the run: page-cache growth, the
     dm cache, growth of the xarray node slab (the slots of every page
     cache, a member's alias slots included, and the dm cache's index) and
     the sharing groups' signature arrays (policy_bytes). Records made

@@ -129,7 +129,7 @@ def test_write_time_is_judged_per_repeat():
 
 
 def test_dm_layer_share_scale_and_registration_rows():
-    """Issue 13's hit/miss ratios and the bypass, per repeat; issue 15's
+    """The dm layer's hit/miss ratios and the bypass, per repeat; the
     memory per extra member from share-scale; registration's median over
     its runs, from the results documents the drivers write."""
     dm = []
@@ -158,7 +158,8 @@ def test_dm_layer_share_scale_and_registration_rows():
     assert hit[3].startswith("1.50") and hit[5] == "**missed**"
     seq = {k.split(", ")[1]: r for k, r in rows.items()
            if k.startswith("whitelisted sequential 1 MiB reads") and "RAM disk (median" in k}
-    # Issue 33 restated the miss goal (bench/dm-miss): the figure stays, unjudged.
+    # The miss goal was restated against one memcpy (bench/dm-miss): the
+    # figure stays, unjudged.
     assert seq["miss vs dm-linear"][3].startswith("0.80")
     assert seq["miss vs dm-linear"][4] == "restated below"
     assert seq["miss vs dm-linear"][5] == "no goal"
@@ -170,7 +171,7 @@ def test_dm_layer_share_scale_and_registration_rows():
 
 
 def test_sequential_miss_rows_against_dm_linear_and_one_memcpy():
-    """Issue 33 item 5 from bench/dm-miss: on the modelled hard disk the
+    """The sequential-miss goal from bench/dm-miss: on the modelled hard disk the
     miss's throughput over dm-linear's; on the RAM disk the time a miss
     adds over dm-linear in units of one memcpy (the guest kernel's) of
     the same bytes, per repeat; "not run" without results. Beside it,
@@ -225,7 +226,7 @@ def test_sequential_miss_rows_against_dm_linear_and_one_memcpy():
 
 
 def test_fleet_rows_of_the_dm_layer_alone():
-    """Issue 33 item 4 from bench/fleet --name fleet-dm: each engine's
+    """The dm layer alone in fleets, from bench/fleet --name fleet-dm: each engine's
     dm-layer-alone fleet, disk reads and memory x the stock
     configuration's one container of the same run; no row for an engine
     that did not run it."""
@@ -256,7 +257,7 @@ def test_fleet_rows_of_the_dm_layer_alone():
 
 
 def test_dm_concurrency_rows():
-    """Issue 13 item 5 from bench/dm-concurrency: the new kernel's worst
+    """Concurrent readers of the dm layer, from bench/dm-concurrency: the new kernel's worst
     disk reads, and its read time against the baseline's, per repeat, with
     a cell where every new run is slower than every baseline run missing
     the goal even when the mean is below 1."""

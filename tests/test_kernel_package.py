@@ -1,4 +1,4 @@
-"""The patched kernel's packages (issue 36, item 4; tests/deb/
+"""The patched kernel's packages (tests/deb/
 test-kernel-package): make deb-kernel's linux-image and linux-headers and
 make deb's totalcowctl install with apt on a fresh Debian 12 root, QEMU
 boots the kernel the linux-image package installed there, and a demo with

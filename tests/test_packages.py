@@ -1,5 +1,5 @@
 """make deb's packages on a fresh Debian 12, in a throwaway root
-(tests/deb/test-packages): issue 36's "DKMS is safe on Debian 12": with
+(tests/deb/test-packages): DKMS is safe on Debian 12: with
 dm-totalcow-dkms installed, installing or upgrading the headers of a
 kernel (Debian 12's 6.1, then 6.12) makes apt exit 0 and DKMS install the
 module for it; totalcowctl installs and runs; a purge removes the module

@@ -126,7 +126,7 @@ def test_checkout_and_output_under_paths_the_guest_mounts_over(lane):
     shows the checkout again, the output directory has its own mount), on
     every lane. Before, the runner refused such an output directory and the
     guest could not see such a checkout; then the QEMU lanes, whose root is
-    a 9p share that cannot be mounted twice, still could not (issue 51)."""
+    a 9p share that cannot be mounted twice, still could not."""
     opts, files = ROOT_CHECKOUT_LANES[lane]
     with tempfile.TemporaryDirectory(dir="/root") as top, \
             tempfile.TemporaryDirectory(dir="/tmp") as out:

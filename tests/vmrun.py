@@ -19,8 +19,8 @@ RUNNER = os.path.join(TOP, "tests", "vm", "run")
 #   debug    User-Mode Linux, lockdep, KASAN, DEBUG_VM, kmemleak: one CPU,
 #            no preemption, fast
 #   preempt  User-Mode Linux with CONFIG_PREEMPT: the base kernel, which is
-#            preemptible and has no debug option (the races and issue 32's
-#            holes; on the debug kernel preemption doubled every test's
+#            preemptible and has no debug option (the races and the
+#            sharing holes' tests; on the debug kernel preemption doubled every test's
 #            host CPU, docs/test-harness.md)
 #   x86      x86-64 debug (same checks), SMP, CONFIG_PREEMPT, in QEMU on 2
 #            CPUs: real parallelism; under TCG several times slower

@@ -18,7 +18,7 @@ Prints one JSON object, in pages of 4 KiB:
                   what is on disk)
   tail_pages      of floor_pages' shared pages, those that hold a file's
                   end (a partial page): TotalCOW does not share them
-                  (docs/design.md: btrfs zeroes past EOF in a file's page)
+                  (docs/design/shared-extents.md: btrfs zeroes past EOF in a file's page)
 FIEMAP gives the extents (btrfs logical addresses).
 """
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Readers in I/O cgroups of their own share the fills of template blocks,
-# and a throttled cgroup stalls nobody (issue 33; docs/dm-totalcow.rst,
+# and a throttled cgroup stalls nobody (docs/dm-totalcow.rst,
 # "I/O cgroups"). A cold 16 MiB whitelisted range of the raw device, reads
 # delayed 10 ms below the target so that readers overlap, every reader an
 # O_DIRECT dd of 128 KiB reads in a cgroup of its own (siblings, as

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Unprivileged LXC fleets (docs/lxc.md, issue 18 item 3): a user with
+# Unprivileged LXC fleets (docs/lxc.md): a user with
 # subordinate ids (/etc/subuid, newuidmap) and a delegated cgroup makes a
 # busybox container, fills it through lxc-usernsexec, and clones it with
 # `lxc-copy -s`, all without privilege. Root registers the template once

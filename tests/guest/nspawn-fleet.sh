@@ -1,5 +1,5 @@
 #!/bin/bash
-# systemd-nspawn fleets (docs/nspawn.md, issue 18 item 4): an image
+# systemd-nspawn fleets (docs/nspawn.md): an image
 # imported read-only into /var/lib/machines on btrfs (what `machinectl
 # import-tar --read-only` runs: systemd-import, here without machined,
 # which needs a systemd PID 1) is registered once with automatic

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Podman fleets on its btrfs storage driver (docs/podman.md, issue 18
-# item 5): `podman import` of a rootfs tarball makes an image whose top
+# Podman fleets on its btrfs storage driver (docs/podman.md):
+# `podman import` of a rootfs tarball makes an image whose top
 # layer is a btrfs subvolume; every container's layer is a snapshot of it.
 # The layer (its path from `podman image mount`) is made read-only and
 # registered once with automatic membership; N containers run with

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Automatic membership (issue 18, item 1): with groups/<g>/auto on, any
+# Automatic membership: with groups/<g>/auto on, any
 # subvolume whose parent UUID chain reaches the template within 4
 # snapshots joins the group at its first read: no groups/add, no hook, no
 # privilege. An unprivileged user snapshots a clone it owns (2 hops) and

@@ -7,8 +7,8 @@ MNT holds template/ (data/file, mode 755, 1 MiB; bin/busybox; bin/python3,
 a copy of the interpreter), snapshots c1.. of it in group "fleet", and
 plain/, a copy of template/ with extents of its own in no group (the
 control). A private mapping of an unchanged member maps the template
-file through a backing file (mm-patches/0003, tc_mmap_file()); issue 32,
-hole 3 lists where that showed:
+file through a backing file (mm-patches/0003, tc_mmap_file()); a review
+of the sharing found where that showed:
 
   1. the NT_FILE note of a core dump named the template's path, where
      /proc/PID/maps names the member's; the ELF_HEADERS filter read the

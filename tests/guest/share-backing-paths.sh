@@ -1,6 +1,6 @@
 #!/bin/bash
 # Substituted private mappings (mm-patches/0003, tc_mmap_file) behave as
-# mappings of the member file (issue 32, hole 3): a core dump names the
+# mappings of the member file: a core dump names the
 # member (NT_FILE) and reads its mode (ELF_HEADERS), PR_SET_MM_EXE_FILE
 # finds the member's executable still mapped (EBUSY), and truncating a
 # member gives what truncating a plain copy gives: SIGBUS past the new end

@@ -1,7 +1,8 @@
 #!/bin/bash
 # A file marked as having no use for the alias policy (AS_NO_PAGE_ALIASES)
 # must be asked again after every change that can make it shared, and
-# must not be marked while a scope shares it (docs/design.md, "Subtrees").
+# must not be marked while a scope shares it (docs/design/scopes.md,
+# "Classification after a change").
 # Two such paths were missed before:
 #
 # 1. mmap of a group member's file that its group refuses (no template

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A member added while its files are being classified (issue 34's open
-window, docs/design.md "Subtrees").
+"""A member added while its files are being classified (a window once
+open, docs/design/scopes.md "Classification after a change").
 
     share-classify-race.py MNT TRIES MAX_DELAY_US READERS
 

@@ -1,6 +1,7 @@
 #!/bin/bash
-# A member added while its files are being classified (issue 34; the
-# window docs/design.md once listed as open under "Subtrees"): a file in
+# A member added while its files are being classified (the
+# window docs/design/scopes.md once listed as open, "Classification
+# after a change"): a file in
 # no group, on a file system with sharing scopes, looks up its
 # subvolume's lineage (tc_canon_follow()) after leaving tc_groups_lock and
 # before it is marked as having no use for the policy. A groups/add in

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Binding a member file to its template file runs with the group
-# creator's credentials and stays on the template's mount (issue 15): a
+# creator's credentials and stays on the template's mount: a
 # reader who cannot search the template's directories does not make the
 # file unshareable for everyone, and a mount over a template directory is
 # not followed into (it would bind a member to whatever is mounted there,
@@ -45,7 +45,7 @@ echo "creds: m1/secret/f after the template: page cache +$((grown >> 10)) KiB"
 # mounted over the template's would bind m1/data/g to m2/data/g (same
 # inode number and generation) and deny writes to it. The path lookup
 # stops at the mount; the file is then found by its extents, in the
-# template's own subvolume under the mount (docs/design.md, "Binding by
+# template's own subvolume under the mount (docs/design/policy.md, "Binding by
 # extents"), and m2/data/g stays writable.
 mount --bind $mnt/m2/data $mnt/template/data
 drop_caches

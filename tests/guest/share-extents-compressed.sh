@@ -1,5 +1,5 @@
 #!/bin/bash
-# Shared extents that are compressed (issue 34): files that refer to the
+# Shared extents that are compressed: files that refer to the
 # same compressed extent keep one copy of its decompressed pages, in the
 # scope's second canonical mapping (module/share/totalcow-canon-compressed.c).
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Snapshots follow their source into its sharing scope (issue 34 item 1,
-# "per subtree"; docs/design.md, "Opt-in, scopes and the side channel"):
+# Snapshots follow their source into its sharing scope ("per subtree";
+# docs/design/scopes.md, "Subtrees: snapshots follow their source"):
 # an image subvolume is enabled once, and the containers made from it by
 # snapshot afterwards (c1-c4, and c5, a snapshot of c1) share its pages
 # with no admin step each, while a reflinked copy in a subvolume of its

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A private mapping of a file in a sharing scope never suffers for what is
-# not its own (tc_clone_make(), tc_clone_reap(); docs/design.md, "Who
+# not its own (tc_clone_make(), tc_clone_reap(); docs/design/mapped-files.md, "Who
 # waits for whom"):
 #
 # 1. Its own limits. A clone counts against the mapper's file-size

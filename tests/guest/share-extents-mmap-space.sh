@@ -1,6 +1,6 @@
 #!/bin/bash
 # A reader cannot pin a file owner's overwritten data on disk
-# (tc_clone_origin_free(), docs/design.md "Mapped pages of shared
+# (tc_clone_origin_free(), docs/design/mapped-files.md "Mapped pages of shared
 # extents"). A private mapping of a file in a sharing scope maps a clone,
 # which holds the file's extents as of mmap(). The owner (uid 1000)
 # rewrites its world-readable 128 MiB file in place, 8 times, on a 1 GiB

@@ -1,6 +1,6 @@
 #!/bin/bash
 # One tenant cannot make another's mmap(), a freeze, a writer or a
-# remount wait (tc_clone_make(), docs/design.md "Who waits for whom").
+# remount wait (tc_clone_make(), docs/design/mapped-files.md "Who waits for whom").
 # Two writable snapshots of a subvolume hold the same file, in one
 # sharing scope: the attacker's (a) and the victim's (v). The attacker,
 # unprivileged, allowed to write nothing, and in an I/O cgroup of its own

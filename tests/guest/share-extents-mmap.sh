@@ -1,6 +1,6 @@
 #!/bin/bash
 # Private mappings of files that share extents (tc_extent_mmap_file(),
-# docs/design.md "Mapped pages of shared extents"): N writable snapshots
+# docs/design/mapped-files.md "Mapped pages of shared extents"): N writable snapshots
 # of a writable subvolume, each file mapped MAP_PRIVATE by a process of
 # its own and every page touched: page cache x the file without a scope
 # (stock: N) and with one (one clone: 1), then the semantics

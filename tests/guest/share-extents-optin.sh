@@ -1,6 +1,6 @@
 #!/bin/bash
-# Shared extents, the opt-in (issue 34: docs/design.md, "Shared extents,
-# declared or not"): /sys/kernel/mm/totalcow/extents/ puts subvolumes of a
+# Shared extents, the opt-in (docs/design/scopes.md, "Opt-in, scopes and
+# the side channel"): /sys/kernel/mm/totalcow/extents/ puts subvolumes of a
 # btrfs file system in sharing scopes, each with a canonical mapping. Bad input and writers without
 # CAP_SYS_ADMIN change nothing and are told why; a file system with mixed
 # block groups is refused. With scopes enabled, btrfs calls the cache

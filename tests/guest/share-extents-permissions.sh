@@ -1,6 +1,6 @@
 #!/bin/bash
 # An unprivileged user cannot make its file share pages with a file it
-# cannot read (issue 34 item 4; docs/design.md, "Who may make a file
+# cannot read (docs/design/scopes.md, "Who may make a file
 # share"). A subvolume in a sharing scope holds a root-only secret and a
 # world-readable public file, both read (their canonical pages in memory),
 # and a directory of user nobody's with its own file and subvolume.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Shared extents without a group (issue 34 item 2): files that share disk
+# Shared extents without a group: files that share disk
 # extents keep one copy of those pages in memory when their subvolume is
 # in a sharing scope (/sys/kernel/mm/totalcow/extents/).
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Sharing scopes keep tenants apart (issue 34 item 1; docs/design.md,
+# Sharing scopes keep tenants apart (docs/design/scopes.md,
 # "Opt-in, scopes and the side channel"): one 32 MiB extent referred to
 # by files in two subvolumes of scope tenant-a, one of scope tenant-b and
 # one in no scope. Read once each, cold: tenant-a keeps one copy for its

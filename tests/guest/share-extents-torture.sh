@@ -1,6 +1,5 @@
 #!/bin/bash
-# Randomized torture of shared extents (issue 34 item 4;
-# tests/guest/share-torture.py in its "extents" mode): no group; a
+# Randomized torture of shared extents (tests/guest/share-torture.py in its "extents" mode): no group; a
 # writable subvolume's file and its reflinked copy, and the same in
 # MEMBERS writable snapshots of it, all in one sharing scope, take random
 # reads, writes, mmap reads and writes, truncates, punches, O_DIRECT

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The kernel checks lineage (issue 14): groups/add, written directly through
+# The kernel checks lineage: groups/add, written directly through
 # sysfs, takes only the root of a snapshot of the group's template (its
 # parent UUID is the template's UUID, or the received UUID of a template
 # that came from btrfs receive). The origin subvolume the template was

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Identity of a member page is never proven from timestamps (issue 14).
+"""Identity of a member page is never proven from timestamps.
 
     share-proof.py MNT same-tick|dio-race TRIES COLLISIONS
 

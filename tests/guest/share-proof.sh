@@ -1,6 +1,6 @@
 #!/bin/bash
 # A member page is proven identical to the template's only by the file
-# system's extent records, never by timestamps (issue 14): same-tick
+# system's extent records, never by timestamps: same-tick
 # rewrites and direct writes racing the proof (tests/guest/share-proof.py).
 # Arguments: MODE (same-tick|dio-race) TRIES COLLISIONS.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A reflink copy of a template file under a new name inside a member
 # (cp --reflink, FICLONERANGE) shares the template's pages where its
-# extents prove it (issue 14, item 4; docs/design.md "Binding by
+# extents prove it (docs/design/policy.md "Binding by
 # extents").
 #
 #   share-reflink.sh [MIB] [N]

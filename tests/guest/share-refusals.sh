@@ -3,7 +3,7 @@
 # nested inside a member and files replaced inside a member by new data
 # are read as plain files, never aliased to the template. Files renamed or
 # swapped inside a member are bound by their extents to the template file
-# they came from (docs/design.md, "Binding by extents"), never to the
+# they came from (docs/design/policy.md, "Binding by extents"), never to the
 # file now at their path, and read their own bytes. A dedupe into a member
 # (FIDEDUPERANGE) keeps every byte right, as a stock kernel would.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A sparse 1 TiB template file read a few bytes by each of 64 members
 # costs kernel memory in proportion to what was read, not to the file's
-# size (issue 15): the policy's per-page bytes come in chunks allocated on
+# size: the policy's per-page bytes come in chunks allocated on
 # first read, counted in the group's stats (policy_bytes) and charged to
 # the memory cgroup of the readers.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A group's template subvolume stays read-only and cannot be deleted while
-# the group exists (issue 18, item 2): `btrfs property set ro false`, the
+# the group exists: `btrfs property set ro false`, the
 # SUBVOL_SETFLAGS ioctl by the template's unprivileged owner, and
 # `btrfs subvolume delete` all fail with EPERM, and nothing changes. A
 # btrfs send of the template meanwhile (btrfs counts the same hold) leaves

@@ -3,7 +3,7 @@
 # (mm-patches/0003). After groups/delete the template subvolume can be made
 # writable, but its file stays write-denied (ETXTBSY) for as long as any
 # such mapping lives, through fork and munmap, so the mapping never shows
-# bytes the member did not have (issue 14, item 7). Once the last mapping
+# bytes the member did not have. Once the last mapping
 # is gone, the template can be written.
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
 groups=/sys/kernel/mm/totalcow/groups

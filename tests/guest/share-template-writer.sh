@@ -1,6 +1,6 @@
 #!/bin/bash
 # A template written through a descriptor opened before it was made
-# read-only (issue 32, hole 2). btrfs checks the read-only flag at open
+# read-only. btrfs checks the read-only flag at open
 # only, so the template's unprivileged owner can keep a descriptor from
 # before `btrfs property set ro true` and write through it after the
 # group exists; the extent proof then licensed the template's dirty pages

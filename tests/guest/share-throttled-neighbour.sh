@@ -1,5 +1,5 @@
 #!/bin/bash
-# One container's io.max must not stall another's reads (issue 32, hole 4).
+# One container's io.max must not stall another's reads.
 # A member's read miss read a proof window of up to 1088 template pages in
 # the reader's cgroup and then waited on every folio of it, those another
 # container's throttled read had locked included: a container that

@@ -8,14 +8,14 @@ snapshots m1..mMEMBERS in one group; each member has data/file and
 data/copy, a reflink copy of it under another name (bound to the
 template's file by its extents). Random reads, writes, mmap reads and
 writes, truncates, hole punches, fsyncs and drop_caches hit the members,
-and (issue 14) same-size rewrites in one clock tick with the cache dropped
+and same-size rewrites in one clock tick with the cache dropped
 in between, O_DIRECT writes, reflinks (FICLONERANGE) into a member from
 the template or another member, and evictions of one file's cache
 (POSIX_FADV_DONTNEED) that make the next read prove or compare again; a
 bytearray per file models what a stock kernel must return. Any difference
 is a failure. Prints "torture: N operations, 0 mismatches" at the end.
 
-With "extents" (issue 34 item 4) there is no group: MNT's "template" is a
+With "extents" there is no group: MNT's "template" is a
 writable subvolume in a sharing scope, the members are its writable
 snapshots, in the scope too, and the template's file and copy are
 written like the members' (by worker 0), so writes, mmap writes,

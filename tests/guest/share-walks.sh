@@ -1,5 +1,5 @@
 #!/bin/bash
-# Walks over a group's files and pages are bounded (issue 15): a group of
+# Walks over a group's files and pages are bounded: a group of
 # MEMBERS members over a sparse template file of PAGES pages, FULL of them
 # read whole (a member mapping of PAGES alias entries each), the others a
 # little; then, while readers keep reading, a member that read the whole

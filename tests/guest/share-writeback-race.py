@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writeback and a page drop racing the read-miss proof (issue 32, hole 1).
+"""Writeback and a page drop racing the read-miss proof.
 
     share-writeback-race.py template FILE MIB LAYOUT
     share-writeback-race.py race MNT TRIES MAX_DELAY_US STATS_FD AUTO_FD

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Writeback and a page drop racing the read-miss proof (issue 32, hole 1):
+# Writeback and a page drop racing the read-miss proof:
 # tc_alias_proven() reads a member page's extent map while the page is a
 # dirty folio (its extent map still the template's), and stores aliases
 # into the slots empty at the end of the walk. If the page is written back
@@ -55,7 +55,7 @@ echo "writeback-race: template $mib MiB $layout, $(filefrag $mnt/T/d/f | sed 's/
 
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' $groups/g/stats; }
 proven0=$(stat_of aliases_proven) joined0=$(stat_of members_joined) copies0=$(stat_of cow_copies)
-stale0=$(stat_of proofs_stale)	# empty before the fix (issue 32) counted them
+stale0=$(stat_of proofs_stale)	# empty before the fix counted them
 now_us t0
 rc=0
 exec 3<$groups/g/stats 4<$groups/g/auto_members

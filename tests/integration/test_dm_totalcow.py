@@ -132,7 +132,7 @@ def test_a_stuck_write_blocks_only_its_own_device_and_adds_are_killable(lane):
 
 @CONCURRENT_AND_STOCK
 def test_readers_in_cgroups_of_their_own_share_fills_and_limits_stall_nobody(lane):
-    """Issue 33: 2, 8 and 16 concurrent readers of a cold 16 MiB range,
+    """2, 8 and 16 concurrent readers of a cold 16 MiB range,
     each in an I/O cgroup of its own, read it from the disk once (was
     1.3-2x: readers waited only for fills of their own cgroup); io.max on
     the totalcow device for one of four: the others finish, the range read

@@ -40,7 +40,7 @@ def test_busybox_clones_join_share_and_leave():
 
 
 def test_unprivileged_clones_join_by_lineage_and_share():
-    """Issue 18 item 3: a user with subordinate ids and a delegated cgroup
+    """Unprivileged LXC: a user with subordinate ids and a delegated cgroup
     makes a busybox container and 8 `lxc-copy -s` clones without privilege
     (no hook can join them: they would run in the user namespace); root's
     `container template` turns automatic membership on for it, and the

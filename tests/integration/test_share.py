@@ -2,8 +2,8 @@
 module/share/), in the debug UML kernel, again in the
 preemptible one (CONFIG_PREEMPT: the base kernel): UML runs one CPU,
 and only preemption lets a second thread run inside a window that holds no
-sleep, as it can on every kernel users run (issue 32); and on the x86-64
-lane (SMP and preemptible, in QEMU: issue 35), where the threads of a race
+sleep, as it can on every kernel users run; and on the x86-64
+lane (SMP and preemptible, in QEMU), where the threads of a race
 run at the same time on CPUs of their own."""
 
 import re
@@ -16,7 +16,7 @@ from vmrun import LANES, lanes, run_vm, small_mem
 # one (the base kernel: no debug option) and x86-64 (SMP and preemptible,
 # debug, in QEMU). `make check` runs a test on the lanes that can catch
 # what it looks for: the tests that race nothing on the debug kernel; the
-# races and issue 32's holes on the preemptible kernel, the races on
+# races and the holes (below) on the preemptible kernel, the races on
 # x86-64 too, where lockdep, KASAN and kmemleak watch them, and the holes
 # on the debug kernel too. With a race guard reverted, the debug kernel
 # (one CPU, no preemption) caught nothing that the preemptible one did not
@@ -29,8 +29,10 @@ RACES = lanes("debug", "preempt", "x86", x86_check=True, extra=("debug",))
 # The torture where the checkers watch: the 100k-operation run on the base
 # kernel is the preemptible one's.
 TORTURE = lanes("debug", "x86", x86_check=True, extra=("debug",))
-# Issue 32's holes: found on the preemptible kernel; the debug kernel
-# watches their paths.
+# The holes a review of the sharing found (a template's writer from
+# before read-only, a miss that waited for others' reads, a truncation
+# under a substituted mapping): found on the preemptible kernel; the debug
+# kernel watches their paths.
 HOLES = lanes("debug", "preempt", "x86")
 
 
@@ -143,7 +145,7 @@ def proof(mode, tries, collisions, lane):
 def test_same_tick_rewrite_of_a_member_reads_its_own_bytes(lane):
     """A member file rewritten (same size) in the clock tick of the
     template's write keeps the template's ctime, mtime and size; it must
-    still read its own bytes (issue 14: timestamps prove nothing)."""
+    still read its own bytes (timestamps prove nothing)."""
     proof("same-tick", 400, 3, lane)
 
 
@@ -278,7 +280,7 @@ def test_template_stays_read_only_and_undeletable_while_grouped(lane):
 
 @HOLES
 def test_a_template_written_through_an_old_descriptor_is_refused(lane):
-    """Issue 32, hole 2: the template's unprivileged owner keeps a
+    """The template's unprivileged owner keeps a
     descriptor opened before it made the subvolume read-only. groups/create
     refuses the template while the file is open for writing (EBUSY, the
     reason in the kernel log) and while the owner's write through it is not
@@ -293,7 +295,7 @@ def test_a_template_written_through_an_old_descriptor_is_refused(lane):
 
 @HOLES
 def test_a_throttled_container_does_not_stall_another_ones_reads(lane):
-    """Issue 32, hole 4: a 4 KiB miss of a member reads no more template
+    """A 4 KiB miss of a member reads no more template
     pages than the same read of a plain file reads of it (counted with
     fincore: 1 page at page 1000, 4 at the file's start; was 1088); and a
     container whose reads are throttled (io.max 2 KiB/s) does not make
@@ -379,7 +381,7 @@ def test_checks_on_a_substituted_mapping_see_the_member(lane):
 
 @HOLES
 def test_substituted_mappings_name_compare_and_truncate_as_the_member(lane):
-    """Issue 32, hole 3: a private mapping of an unchanged member maps the
+    """A private mapping of an unchanged member maps the
     template file through a backing file. A member process's core dump
     names the member's files in its NT_FILE note (what gdb and
     systemd-coredump open), never the template's host path, and the
@@ -402,7 +404,7 @@ def test_substituted_mappings_name_compare_and_truncate_as_the_member(lane):
     assert m and int(m.group(1)) >= 10 and m.group(2) == "0", r.explain()
 
 
-# Shared extents (issue 34): the hooks btrfs calls are the SMP-sensitive
+# Shared extents: the hooks btrfs calls are the SMP-sensitive
 # part, so x86-64 runs it too (make check-x86).
 EXTENTS = lanes("debug", "x86")
 
@@ -427,8 +429,8 @@ def test_shared_extents_opt_in_per_scope_refuses_bad_input_and_frees_at_umount(l
 
 @EXTENTS
 def test_reflinked_copies_and_writable_snapshots_share_one_copy_without_a_group(lane):
-    """Issue 34 item 2, at 32 MiB (the ratios are counts; bench/ runs the
-    issue's 256 MiB): 8 reflinked copies, and 8 writable
+    """Shared extents without a group, at 32 MiB (the ratios are counts;
+    bench/extents runs 256 MiB): 8 reflinked copies, and 8 writable
     snapshots of a writable subvolume, each read once, cold, in a sharing
     scope: page cache and device reads <= 1.01x the file, where the same
     reads without the scope, in the same run, are 8x and 8x. The copies
@@ -466,7 +468,7 @@ def test_reflinked_copies_and_writable_snapshots_share_one_copy_without_a_group(
 
 @EXTENTS
 def test_reflinked_copies_of_compressed_files_share_one_decompressed_copy(lane):
-    """Issue 34's goal for compressed extents (same extent, same offset
+    """The goal for compressed extents (same extent, same offset
     into it): 8 reflinked copies of a zstd-compressed file (compress-force),
     each read once, cold, in a sharing scope: page cache <= 1.01x the file
     and device reads <= 1.01x one stock read of it, where the same reads
@@ -489,7 +491,7 @@ def test_reflinked_copies_of_compressed_files_share_one_decompressed_copy(lane):
 
 @EXTENTS
 def test_private_mappings_of_shared_extents_map_one_clone(lane):
-    """Issue 34's goal for mapped pages: 8 writable snapshots' copy of a
+    """The goal for mapped pages of shared extents: 8 writable snapshots' copy of a
     file, each mapped MAP_PRIVATE by a process of its own with every page
     touched: page cache <= 1.05x the file in a sharing scope (one clone),
     where the same mappings without the scope, in the same run, are 8x.
@@ -600,7 +602,7 @@ def test_sharing_scopes_never_share_a_page_across_tenants(lane):
 
 @EXTENTS
 def test_an_unprivileged_user_cannot_share_pages_with_a_file_it_cannot_read(lane):
-    """Issue 34 item 4's permission tests: in a sharing scope, user nobody
+    """The permission tests of shared extents: in a sharing scope, user nobody
     tries FICLONE, FICLONERANGE and FIDEDUPERANGE against a root-only file
     through O_PATH descriptors, into files it may only read, and forges
     its subvolume's received UUID: every route to the secret's extent is
@@ -616,7 +618,7 @@ def test_an_unprivileged_user_cannot_share_pages_with_a_file_it_cannot_read(lane
 
 @EXTENTS
 def test_snapshots_made_after_enable_follow_their_source_into_its_scope(lane):
-    """Issue 34 item 1, per subtree: an image subvolume enabled once, and
+    """Sharing scopes per subtree: an image subvolume enabled once, and
     5 snapshots made from it afterwards (one a snapshot of a snapshot),
     read cold with an unscoped reflinked copy: 2.00x the file in memory
     and device reads (7x before snapshots followed). A followed snapshot
@@ -641,8 +643,8 @@ def test_snapshots_made_after_enable_follow_their_source_into_its_scope(lane):
 @EXTENTS
 def test_a_file_marked_unshared_is_asked_again_after_every_change(lane):
     """A file marked as having no use for the alias policy must not stay
-    marked past a change that makes it shareable (docs/design.md,
-    "Subtrees"). Two paths missed it: a group member's file that the
+    marked past a change that makes it shareable (docs/design/scopes.md,
+    "Classification after a change"). Two paths missed it: a group member's file that the
     group refuses, mapped privately first, in a subvolume that is also in
     a sharing scope (the mmap hook bound it, the group refused it, and
     the mark kept the scope away), and a file refused by a group that is
@@ -718,7 +720,7 @@ def extents_torture(ops, debug, lane="debug", members=6, workers=1, compress=Non
 
 
 def test_randomized_torture_of_shared_extents_on_both_sides():
-    """Issue 34 item 4, short: 20000 random operations (writes, mmap
+    """The torture of shared extents, short: 20000 random operations (writes, mmap
     writes, O_DIRECT, truncate, punch, FICLONERANGE, FIDEDUPERANGE,
     evictions, drop_caches) on a writable source's file and copy and on
     6 writable snapshots of it, all in one sharing scope, on the

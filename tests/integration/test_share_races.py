@@ -36,7 +36,7 @@ def writeback_race(lane):
 # make check-lanes on the debug one and make check-x86 on x86-64 too.
 @lanes("preempt", "debug", "x86", extra=("debug",))
 def test_writeback_and_drop_racing_the_proof_lose_no_write(lane):
-    """Issue 32, hole 1: the read-miss proof reads a member page's extent
+    """A proof and its store are one step: the read-miss proof reads a member page's extent
     map while the page is a dirty folio (so the map is still the
     template's), and only afterwards aliases the slots that are empty; a
     page written back (sync_file_range) and dropped (POSIX_FADV_DONTNEED)
@@ -75,7 +75,8 @@ CLASSIFY_TRIES = 100
 # has 2: the old code lost files in 6 of 100 tries on 4.
 @lanes("x86", x86_check=True)
 def test_a_member_added_while_its_files_are_classified_shares(lane):
-    """Issue 34's open window (docs/design.md, "Subtrees"): a file in no
+    """A window once open in the classification of files (docs/design/scopes.md,
+    "Classification after a change"): a file in no
     group, on a btrfs with sharing scopes, walks its subvolume's lineage
     (tc_canon_follow()) after leaving tc_groups_lock and was then marked
     AS_NO_PAGE_ALIASES unconditionally; a groups/add landing in between
@@ -113,8 +114,7 @@ MMAP_RACE = re.compile(r"^mmap race: (\d+) mappings \((\d+) of a clone, (\d+) pr
 # the mm's lock: "suspicious RCU usage"), whatever the policy does.
 @lanes("x86", x86_check=True)
 def test_private_mappings_of_shared_extents_race_their_files_changing(lane):
-    """Mapped pages of shared extents (tc_extent_mmap_file(), docs/design.md
-    "Mapped pages of shared extents") under KASAN and lockdep on 4 vCPUs,
+    """Mapped pages of shared extents (tc_extent_mmap_file(), docs/design/mapped-files.md) under KASAN and lockdep on 4 vCPUs,
     60 s: 4 mappers map 4 writable snapshots' file MAP_PRIVATE while 2
     writers give the files new layouts (FICLONE of per-file versions) or
     rewrite pages, an allocator moves the handout generation and an
