@@ -460,6 +460,43 @@ int tc_sysfs_name_path(const char *buf, size_t count, char *name,
 	return *path ? 0 : -ENOMEM;
 }
 
+/**
+ * tc_sysfs_emit_at - sysfs_emit_at(), failing where it would cut text short
+ * @buf: a sysfs page
+ * @at: how much of @buf is written, or a negative error of an earlier call
+ *	(returned as it is, so that a show can chain its calls and return
+ *	the last one's result)
+ * @fmt: what to append
+ *
+ * sysfs_emit_at() stops silently at the end of the page: a reader that
+ * parses the file cannot tell a cut table from a whole one. A show that
+ * lists a variable number of lines uses this instead and returns -EFBIG,
+ * which read(2) reports, when they do not all fit.
+ *
+ * Return: the new length of the text in @buf, or a negative error: -EFBIG
+ * if what @fmt makes does not fit whole in the rest of the page (nothing
+ * of it counts), or @at if it was one.
+ */
+int tc_sysfs_emit_at(char *buf, int at, const char *fmt, ...)
+{
+	va_list args;
+	int len;
+
+	if (at < 0)
+		return at;
+	if (WARN_ON_ONCE(at >= PAGE_SIZE || offset_in_page(buf)))
+		return -EINVAL;
+	va_start(args, fmt);
+	len = vsnprintf(buf + at, PAGE_SIZE - at, fmt, args);
+	va_end(args);
+	/* The NUL takes the page's last byte, as in sysfs_emit_at(). */
+	if (len >= PAGE_SIZE - at) {
+		buf[at] = '\0';
+		return -EFBIG;
+	}
+	return at + len;
+}
+
 static int __init totalcow_sysfs_init(void)
 {
 	int ret;

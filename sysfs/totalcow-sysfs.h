@@ -3,6 +3,7 @@
 #ifndef TOTALCOW_SYSFS_H
 #define TOTALCOW_SYSFS_H
 
+#include <linux/compiler_attributes.h>
 #include <linux/types.h>
 
 struct kobject;
@@ -11,5 +12,6 @@ struct kobject;
 struct kobject *totalcow_sysfs_kobj(void);
 int tc_sysfs_name_path(const char *buf, size_t count, char *name,
 		       size_t name_max, char **path);
+__printf(3, 4) int tc_sysfs_emit_at(char *buf, int at, const char *fmt, ...);
 
 #endif /* TOTALCOW_SYSFS_H */

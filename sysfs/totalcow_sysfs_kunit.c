@@ -85,9 +85,42 @@ static void tc_sysfs_writes_reject_bad_input(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, tc_test_nr_templates(test), before);
 }
 
+/*
+ * tc_sysfs_emit_at() appends what fits whole and fails with -EFBIG what
+ * does not, instead of cutting it short as sysfs_emit_at() does; an error
+ * passes through the calls after it.
+ */
+static void tc_sysfs_emit_at_fails_instead_of_cutting(struct kunit *test)
+{
+	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	int len, i;
+
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	len = tc_sysfs_emit_at(buf, 0, "%s %d\n", "pages", 42);
+	KUNIT_EXPECT_EQ(test, len, 9);
+	KUNIT_EXPECT_STREQ(test, buf, "pages 42\n");
+	/* Up to the page's last byte but one: the NUL takes the last. */
+	for (i = len; i < PAGE_SIZE - 1; i++)
+		len = tc_sysfs_emit_at(buf, len, "x");
+	KUNIT_EXPECT_EQ(test, len, (int)PAGE_SIZE - 1);
+	KUNIT_EXPECT_EQ(test, buf[PAGE_SIZE - 1], '\0');
+	KUNIT_EXPECT_EQ(test, tc_sysfs_emit_at(buf, len, "y"), -EFBIG);
+	/* A line that does not fit leaves none of itself. */
+	len = tc_sysfs_emit_at(buf, PAGE_SIZE - 4, "%s", "abc");
+	KUNIT_EXPECT_EQ(test, len, (int)PAGE_SIZE - 1);
+	KUNIT_EXPECT_EQ(test, tc_sysfs_emit_at(buf, PAGE_SIZE - 4, "%s", "abcd"),
+			-EFBIG);
+	KUNIT_EXPECT_EQ(test, buf[PAGE_SIZE - 4], '\0');
+	KUNIT_EXPECT_EQ(test, tc_sysfs_emit_at(buf, -EFBIG, "z"), -EFBIG);
+	KUNIT_EXPECT_EQ(test, tc_sysfs_emit_at(buf, -ENOMEM, "z"), -ENOMEM);
+	/* Nothing is written after an error. */
+	KUNIT_EXPECT_EQ(test, buf[0], 'p');
+}
+
 static struct kunit_case tc_sysfs_test_cases[] = {
 	KUNIT_CASE(tc_sysfs_parse_dev),
 	KUNIT_CASE(tc_sysfs_writes_reject_bad_input),
+	KUNIT_CASE(tc_sysfs_emit_at_fails_instead_of_cutting),
 	{}
 };
 
