@@ -337,14 +337,12 @@ int totalcow_whitelist_get(dev_t dev, const char *tag, unsigned int first,
 			   unsigned int *nr, sector_t *sectors)
 {
 	struct totalcow_c *tc = totalcow_get_live(dev);
-	int ret = -EINTR;
+	int ret;
 
 	if (!tc)
 		return -ENODEV;
-	if (!mutex_lock_killable(&tc->wl.lock)) {
-		ret = tc_wl_get_locked(&tc->wl, tag, first, max, out, nr, sectors);
-		mutex_unlock(&tc->wl.lock);
-	}
+	/* Not under wl.lock, which an add holds while writes drain. */
+	ret = tc_wl_get(&tc->wl, tag, first, max, out, nr, sectors);
 	totalcow_put_live(tc);
 	return ret;
 }

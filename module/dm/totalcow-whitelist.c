@@ -242,6 +242,7 @@ static struct tc_wl_tag *tc_wl_find(struct tc_whitelist *wl, const char *name)
 void tc_wl_init(struct tc_whitelist *wl)
 {
 	mutex_init(&wl->lock);
+	spin_lock_init(&wl->tags_lock);
 	INIT_LIST_HEAD(&wl->tags);
 	wl->nr_tags = 0;
 	RCU_INIT_POINTER(wl->all, NULL);
@@ -296,7 +297,7 @@ int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
 {
 	struct tc_wl_view *all = tc_wl_all(wl), *nall;
 	struct tc_wl_tag *t = tc_wl_find(wl, tag), *nt = NULL;
-	struct tc_range *tr;
+	struct tc_range *tr, *old;
 	unsigned int tnr, anr;
 
 	lockdep_assert_held(&wl->lock);
@@ -326,11 +327,8 @@ int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
 		return -ENOMEM;
 	}
 
-	if (nt) {
+	if (nt)
 		t = nt;
-		list_add_tail(&t->list, &wl->tags);
-		wl->nr_tags++;
-	}
 	tc_ranges_union(t->r, t->nr, r, n, tr);
 	if (undo) {
 		undo->tag = t;
@@ -339,12 +337,19 @@ int tc_wl_add_locked(struct tc_whitelist *wl, const char *tag,
 		undo->nr = t->nr;
 		undo->sectors = t->sectors;
 		undo->all = all;
-	} else {
-		kvfree(t->r);
+	}
+	old = t->r;
+	spin_lock(&wl->tags_lock);
+	if (nt) {
+		list_add_tail(&t->list, &wl->tags);
+		wl->nr_tags++;
 	}
 	t->r = tr;
 	t->nr = tnr;
 	t->sectors = tc_ranges_sectors(tr, tnr);
+	spin_unlock(&wl->tags_lock);
+	if (!undo)
+		kvfree(old);
 
 	tc_ranges_union(all ? all->r : NULL, all ? all->nr : 0, r, n, nall->r);
 	tc_view_sum(nall);
@@ -386,17 +391,22 @@ void tc_wl_add_abort_locked(struct tc_whitelist *wl, struct tc_wl_undo *undo)
 	struct tc_wl_view *nall = tc_wl_all(wl);
 	struct tc_wl_tag *t = undo->tag;
 
+	struct tc_range *r = t->r;
+
 	lockdep_assert_held(&wl->lock);
-	kvfree(t->r);
+	spin_lock(&wl->tags_lock);
 	if (undo->new_tag) {
 		list_del(&t->list);
 		wl->nr_tags--;
-		kfree(t);
 	} else {
 		t->r = undo->r;
 		t->nr = undo->nr;
 		t->sectors = undo->sectors;
 	}
+	spin_unlock(&wl->tags_lock);
+	kvfree(r);
+	if (undo->new_tag)
+		kfree(t);
 	undo->r = NULL;
 	rcu_assign_pointer(wl->all, undo->all);
 	if (nall != tc_wl_active(wl))
@@ -455,7 +465,7 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 {
 	struct tc_wl_view *all = tc_wl_all(wl), *nall, *gone;
 	struct tc_wl_tag *t;
-	struct tc_range *tr = NULL;
+	struct tc_range *tr = NULL, *old;
 	unsigned int tnr = 0, gnr;
 
 	lockdep_assert_held(&wl->lock);
@@ -503,7 +513,8 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 	tc_ranges_subtract(all->r, all->nr, nall->r, nall->nr, gone->r);
 	tc_view_sum(gone);
 
-	kvfree(t->r);
+	old = t->r;
+	spin_lock(&wl->tags_lock);
 	if (tnr) {
 		t->r = tr;
 		t->nr = tnr;
@@ -511,8 +522,11 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 	} else {
 		list_del(&t->list);
 		wl->nr_tags--;
-		kfree(t);
 	}
+	spin_unlock(&wl->tags_lock);
+	kvfree(old);
+	if (!tnr)
+		kfree(t);
 	if (!nall->nr) {
 		kvfree(nall);
 		nall = NULL;
@@ -524,24 +538,31 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 	return 0;
 }
 
-/* Copy ranges of @tag; see totalcow_whitelist_get(). */
-int tc_wl_get_locked(struct tc_whitelist *wl, const char *tag,
-		     unsigned int first, unsigned int max, struct tc_range *out,
-		     unsigned int *nr, sector_t *sectors)
+/*
+ * Copy ranges of @tag; see totalcow_whitelist_get(). Under tags_lock, not
+ * @lock: an add that waits for writes in flight holds that, and its
+ * ranges already count here (they go again if it is interrupted). The
+ * copy is at most @max ranges, which the caller sizes by what it shows (a
+ * page of sysfs text).
+ */
+int tc_wl_get(struct tc_whitelist *wl, const char *tag, unsigned int first,
+	      unsigned int max, struct tc_range *out, unsigned int *nr,
+	      sector_t *sectors)
 {
 	struct tc_wl_tag *t;
-	unsigned int n;
+	unsigned int n = 0;
 
-	lockdep_assert_held(&wl->lock);
+	spin_lock(&wl->tags_lock);
 	t = tc_wl_find(wl, tag);
-	if (!t)
-		return -ENOENT;
-	*nr = t->nr;
-	*sectors = t->sectors;
-	n = first < t->nr ? min(max, t->nr - first) : 0;
-	if (n)
-		memcpy(out, t->r + first, n * sizeof(*out));
-	return n;
+	if (t) {
+		*nr = t->nr;
+		*sectors = t->sectors;
+		n = first < t->nr ? min(max, t->nr - first) : 0;
+		if (n)
+			memcpy(out, t->r + first, n * sizeof(*out));
+	}
+	spin_unlock(&wl->tags_lock);
+	return t ? n : -ENOENT;
 }
 
 /*
@@ -552,13 +573,17 @@ struct tc_wl_view *tc_wl_clear_locked(struct tc_whitelist *wl)
 {
 	struct tc_wl_view *all = tc_wl_all(wl), *active = tc_wl_active(wl);
 	struct tc_wl_tag *t, *tmp;
+	LIST_HEAD(gone);
 
 	lockdep_assert_held(&wl->lock);
-	list_for_each_entry_safe(t, tmp, &wl->tags, list) {
+	spin_lock(&wl->tags_lock);
+	list_splice_init(&wl->tags, &gone);
+	wl->nr_tags = 0;
+	spin_unlock(&wl->tags_lock);
+	list_for_each_entry_safe(t, tmp, &gone, list) {
 		list_del(&t->list);
 		tc_tag_free(t);
 	}
-	wl->nr_tags = 0;
 	RCU_INIT_POINTER(wl->all, NULL);
 	RCU_INIT_POINTER(wl->active, NULL);
 	if (active && active != all)

@@ -10,6 +10,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 
 #define TC_TAG_MAX 64
@@ -49,6 +50,14 @@ struct tc_wl_tag {
  */
 struct tc_whitelist {
 	struct mutex lock;		/* serialises updates */
+	/*
+	 * The tags and their ranges change under @lock and this; tc_wl_get()
+	 * reads them under this alone, never for long: an add holds @lock
+	 * while it waits for the device's writes in flight, which a write
+	 * stuck below the device can make last, and a read of a template's
+	 * sysfs files must not wait for that.
+	 */
+	spinlock_t tags_lock;
 	struct list_head tags;
 	unsigned int nr_tags;
 	struct tc_wl_view __rcu *all;
@@ -94,8 +103,9 @@ int tc_wl_del_locked(struct tc_whitelist *wl, const char *tag,
 		     struct tc_range *r, unsigned int n,
 		     struct tc_wl_view **removed);
 struct tc_wl_view *tc_wl_clear_locked(struct tc_whitelist *wl);
-int tc_wl_get_locked(struct tc_whitelist *wl, const char *tag,
-		     unsigned int first, unsigned int max, struct tc_range *out,
-		     unsigned int *nr, sector_t *sectors);
+/* Reads: without @lock (takes @tags_lock). */
+int tc_wl_get(struct tc_whitelist *wl, const char *tag, unsigned int first,
+	      unsigned int max, struct tc_range *out, unsigned int *nr,
+	      sector_t *sectors);
 
 #endif /* TOTALCOW_WHITELIST_H */

@@ -200,7 +200,7 @@ static void tc_wl_add_abort_and_commit(struct kunit *test)
 	KUNIT_EXPECT_PTR_EQ(test, rcu_dereference_protected(wl->active, true), active);
 	tc_wl_add_abort_locked(wl, &undo);
 	KUNIT_EXPECT_PTR_EQ(test, tc_test_all(wl), all);
-	KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "a", 0, 4, got, &nr, &sectors), 1);
+	KUNIT_EXPECT_EQ(test, tc_wl_get(wl, "a", 0, 4, got, &nr, &sectors), 1);
 	tc_expect_ranges(test, got, nr, a_only, 1);
 	KUNIT_EXPECT_EQ(test, sectors, 8);
 
@@ -209,7 +209,7 @@ static void tc_wl_add_abort_and_commit(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, wl->nr_tags, 2);
 	tc_wl_add_abort_locked(wl, &undo);
 	KUNIT_EXPECT_EQ(test, wl->nr_tags, 1);
-	KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "new", 0, 4, got, &nr, &sectors), -ENOENT);
+	KUNIT_EXPECT_EQ(test, tc_wl_get(wl, "new", 0, 4, got, &nr, &sectors), -ENOENT);
 	KUNIT_EXPECT_PTR_EQ(test, tc_test_all(wl), all);
 
 	/* Committed: cacheable. */
@@ -256,13 +256,13 @@ static void tc_wl_tags_add_del_clear(struct kunit *test)
 		unsigned int nr;
 		sector_t sectors;
 
-		KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "b", 1, 2, got, &nr, &sectors), 1);
+		KUNIT_EXPECT_EQ(test, tc_wl_get(wl, "b", 1, 2, got, &nr, &sectors), 1);
 		KUNIT_EXPECT_EQ(test, nr, 2);
 		KUNIT_EXPECT_EQ(test, sectors, 8 + 20);
 		KUNIT_EXPECT_EQ(test, got[0].start, 20);
 		KUNIT_EXPECT_EQ(test, got[0].end, 40);
-		KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "b", 5, 2, got, &nr, &sectors), 0);
-		KUNIT_EXPECT_EQ(test, tc_wl_get_locked(wl, "zz", 0, 2, got, &nr, &sectors),
+		KUNIT_EXPECT_EQ(test, tc_wl_get(wl, "b", 5, 2, got, &nr, &sectors), 0);
+		KUNIT_EXPECT_EQ(test, tc_wl_get(wl, "zz", 0, 2, got, &nr, &sectors),
 				-ENOENT);
 	}
 
