@@ -206,9 +206,29 @@ static void tc_file_unbind_finish(struct tc_file *tf)
 }
 
 /*
+ * The first file of @head, a member's files (@m) or a group's, passing
+ * over the cursors of stats readers (tc_pages_shared(): no mapping, on a
+ * group's list only); NULL if none. tc_files_lock held.
+ */
+static struct tc_file *tc_first_file(struct list_head *head,
+				     struct tc_member *m)
+{
+	struct tc_file *tf;
+
+	lockdep_assert_held(&tc_files_lock);
+	if (m)
+		return list_first_entry_or_null(head, struct tc_file, mlist);
+	list_for_each_entry(tf, head, list)
+		if (tf->mapping)
+			return tf;
+	return NULL;
+}
+
+/*
  * Unbind the files of member @m, or of group @g if @m is NULL, in batches:
  * neither the spinlock nor the walk without it grows with the number of
- * files or their size. Caller holds tc_groups_lock (no new bindings).
+ * files or their size (a stats reader's cursor is one entry, and a reader
+ * has one at a time). Caller holds tc_groups_lock (no new bindings).
  */
 void tc_unbind_files(struct tc_group *g, struct tc_member *m)
 {
@@ -220,9 +240,10 @@ void tc_unbind_files(struct tc_group *g, struct tc_member *m)
 	lockdep_assert_held(&tc_groups_lock);
 	do {
 		spin_lock(&tc_files_lock);
-		for (i = 0; i < TC_UNBIND_BATCH && !list_empty(head); i++) {
-			tf = m ? list_first_entry(head, struct tc_file, mlist) :
-				 list_first_entry(head, struct tc_file, list);
+		for (i = 0; i < TC_UNBIND_BATCH; i++) {
+			tf = tc_first_file(head, m);
+			if (!tf)
+				break;
 			tc_file_unbind_begin(tf);
 			list_add_tail(&tf->list, &batch);
 		}

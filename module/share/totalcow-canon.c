@@ -64,11 +64,13 @@
 #include "super.h"
 #include "volumes.h"
 
+#include "../../sysfs/totalcow-sysfs.h"
 #include "totalcow-btrfs.h"
 #include "totalcow-canon.h"
 #include "totalcow-canon-internal.h"
 #include "totalcow-extent-mmap.h"
 #include "totalcow-fleet.h"
+#include "totalcow-group.h"
 #include "totalcow-reader-hold.h"
 
 #define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
@@ -88,6 +90,7 @@ struct tc_canon_io {
 
 /* Scopes and file systems change under it. */
 static DEFINE_MUTEX(tc_canon_mutex);
+/* Changed under tc_canon_mutex, walked under it or tc_canon_srcu. */
 static LIST_HEAD(tc_canon_filesystems);
 /*
  * Scopes and file systems are unpublished under tc_canon_mutex into the
@@ -949,7 +952,7 @@ static void tc_canon_scope_free(struct tc_canon_scope *s)
 static void tc_canon_fs_free(struct tc_canon_fs *cfs, struct tc_canon_burial *b)
 {
 	lockdep_assert_held(&tc_canon_mutex);
-	list_del(&cfs->node);
+	list_del_rcu(&cfs->node);
 	rcu_assign_pointer(cfs->fs_info->canon, NULL);
 	hlist_add_head(&cfs->burial, &b->filesystems);
 	spin_lock(&tc_canon_dead_lock);
@@ -1139,7 +1142,7 @@ static struct tc_canon_fs *tc_canon_fs_new(struct btrfs_fs_info *fs_info)
 	btrfs_canon_enable();
 	page_alias_enable();
 	rcu_assign_pointer(fs_info->canon, cfs);
-	list_add_tail(&cfs->node, &tc_canon_filesystems);
+	list_add_tail_rcu(&cfs->node, &tc_canon_filesystems);
 	return cfs;
 }
 
@@ -1183,30 +1186,56 @@ static void tc_canon_put_empty(struct tc_canon_fs *cfs,
 }
 
 /*
+ * Is entry @e of subvolume @id of @cfs one a deletion of the subvolume
+ * makes stale: one that followed its source, or a value (taken out, or
+ * found to follow nothing)? Enabled ones stay until disabled.
+ */
+static bool tc_canon_prunable(struct tc_canon_fs *cfs, unsigned long id,
+			      void *e)
+{
+	return xa_is_value(e) || xa_get_mark(&cfs->subvols, id, TC_CANON_FOLLOWED);
+}
+
+/*
+ * Forget subvolume @id of @cfs, found deleted, if its entry is prunable;
+ * tc_canon_mutex held. One that followed its source leaves its scope,
+ * which tc_canon_put_empties() then frees if it was the last.
+ */
+static void tc_canon_forget_subvol(struct tc_canon_fs *cfs, unsigned long id)
+{
+	void *e;
+
+	lockdep_assert_held(&tc_canon_mutex);
+	e = xa_load(&cfs->subvols, id);
+	if (!e || !tc_canon_prunable(cfs, id, e))
+		return;
+	xa_erase(&cfs->subvols, id);
+	if (!xa_is_value(e)) {
+		struct tc_canon_scope *s = e;
+
+		s->nr_subvols--;
+	}
+}
+
+/*
  * Forget the subvolumes of @cfs that were deleted: one that followed its
  * source leaves its scope, a value entry goes. Subvolume ids are never
  * reused, so such an entry would only hold memory, and its scope alive.
  * Enabled ones stay until disabled. A root lookup per entry, bounded by
- * the file system's subvolumes; tc_canon_mutex held. The scopes it
- * empties are for tc_canon_put_empties().
+ * the file system's subvolumes; tc_canon_mutex held (a disable's: the
+ * worker, below, looks up without it). The scopes it empties are for
+ * tc_canon_put_empties().
  */
 static void tc_canon_prune(struct tc_canon_fs *cfs)
 {
-	struct tc_canon_scope *s;
 	unsigned long id;
 	void *e;
 
 	xa_for_each(&cfs->subvols, id, e) {
-		if (!xa_is_value(e) &&
-		    !xa_get_mark(&cfs->subvols, id, TC_CANON_FOLLOWED))
+		if (!tc_canon_prunable(cfs, id, e) ||
+		    tc_btrfs_subvol_exists(cfs->fs_info->sb, id))
 			continue;
-		if (tc_btrfs_subvol_exists(cfs->fs_info->sb, id))
-			continue;
-		xa_erase(&cfs->subvols, id);
-		if (!xa_is_value(e)) {
-			s = e;
-			s->nr_subvols--;
-		}
+		tc_canon_forget_subvol(cfs, id);
 		cond_resched();
 	}
 }
@@ -1232,6 +1261,85 @@ again:
 		goto again;
 	}
 	return false;
+}
+
+/*
+ * Deleted subvolumes leave their scopes here, every
+ * totalcow.prune_interval_ms (totalcow-group.c) while any file system has
+ * prunable entries, and not when extents/scopes is read: a read changes
+ * nothing. A follow or a disable, which make such entries, queues it.
+ *
+ * The root lookups run under tc_canon_srcu only, not tc_canon_mutex,
+ * which every tenant's first read takes (tc_canon_follow()) and which
+ * must not wait for the root tree's reads. The SRCU read section keeps
+ * each listed tc_canon_fs and its btrfs_fs_info alive: whoever unpublishes
+ * one (an unmount's close hook, the disable of its last scope) frees it
+ * after a grace period, and the close hook, which comes first in
+ * close_ctree(), returns only after that, so the lookups never meet a
+ * file system being torn down. A subvolume found deleted stays deleted
+ * (ids are never reused); under the mutex its entry is looked at again,
+ * as it is now, and only a prunable one goes: an enable that came
+ * meanwhile keeps it. A file system unpublished meanwhile is skipped (its
+ * entries go with it). Scopes left empty are buried by a worker of their
+ * own (tc_canon_bury_later()), since a burial waits for the scope's
+ * holders and this must not wait for a tenant's throttled read.
+ */
+static void tc_canon_prune_all(struct work_struct *work);
+static DECLARE_DEFERRABLE_WORK(tc_canon_prune_work, tc_canon_prune_all);
+
+static void tc_canon_prune_all(struct work_struct *work)
+{
+	struct tc_canon_burial burial = { };
+	struct tc_canon_fs *cfs;
+	bool left = false;
+	unsigned long id;
+	int idx;
+	void *e;
+
+	idx = srcu_read_lock(&tc_canon_srcu);
+	list_for_each_entry_srcu(cfs, &tc_canon_filesystems, node,
+				 srcu_read_lock_held(&tc_canon_srcu)) {
+		xa_for_each(&cfs->subvols, id, e) {
+			if (rcu_access_pointer(cfs->fs_info->canon) != cfs)
+				break;
+			if (!tc_canon_prunable(cfs, id, e))
+				continue;
+			if (tc_btrfs_subvol_exists(cfs->fs_info->sb, id)) {
+				left = true;
+				continue;
+			}
+			mutex_lock(&tc_canon_mutex);
+			if (tc_canon_fs_of(cfs->fs_info) == cfs) {
+				tc_canon_forget_subvol(cfs, id);
+				/* @cfs too, with its last scope. */
+				tc_canon_put_empties(cfs, &burial);
+			}
+			mutex_unlock(&tc_canon_mutex);
+			cond_resched();
+		}
+	}
+	srcu_read_unlock(&tc_canon_srcu, idx);
+	tc_canon_bury_later(&burial);
+	/*
+	 * A follow or a disable after its entry was passed over queues the
+	 * next run itself: the pending bit was cleared before this one ran.
+	 */
+	if (left)
+		queue_delayed_work(system_unbound_wq, &tc_canon_prune_work,
+				   tc_prune_delay());
+}
+
+/* Look for deleted subvolumes at the next interval (no-op if queued). */
+static void tc_canon_prune_later(void)
+{
+	queue_delayed_work(system_unbound_wq, &tc_canon_prune_work,
+			   tc_prune_delay());
+}
+
+/* A new interval (totalcow.prune_interval_ms): look now. */
+void tc_canon_prune_kick(void)
+{
+	mod_delayed_work(system_unbound_wq, &tc_canon_prune_work, 0);
 }
 
 /**
@@ -1353,6 +1461,9 @@ int tc_canon_disable(struct inode *inode, const char *name)
 	}
 	mutex_unlock(&tc_canon_mutex);
 	tc_canon_bury(&burial);
+	/* Its TC_CANON_OUT entry goes once the subvolume is deleted. */
+	if (s)
+		tc_canon_prune_later();
 	return s ? 0 : -ENOENT;
 }
 
@@ -1482,6 +1593,9 @@ again:
 		s->nr_subvols++;
 		in = 1;
 	}
+	/* Stored, either way: the entry goes once the subvolume is deleted. */
+	if (!xas_error(&xas))
+		tc_canon_prune_later();
 	xas.xa = &tc_canon_follow_nomem;
 out:
 	tc_reader_hold_end();
@@ -1551,56 +1665,65 @@ void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st)
  *
  * "<fsid> <scope> pages <n> compressed_pages <n> reads <n> read_failures
  * <n> invalidations <n> aliased <n> resolved <n> mmaps_shared <n>
- * mmaps_private <n> subvolumes <id>...
- * followed <id>...": the
- * subvolumes enabled, then those that followed their sources in (those
- * deleted leave first); what does not fit in the page is left out.
+ * mmaps_private <n> subvolumes <id>... followed <id>...\n": the
+ * subvolumes enabled, then those that followed their sources in
+ * (docs/ABI/testing/sysfs-kernel-mm-totalcow). Changes nothing and takes
+ * no mutex: the file systems and scopes are walked under tc_canon_srcu,
+ * whose grace period their burial waits for, and the subvolumes with the
+ * xarray's own RCU walk, so a read waits neither for an enable, a disable
+ * or the prune worker (which drops deleted subvolumes) nor for a
+ * tenant's read. A followed subvolume deleted since the worker last
+ * looked is not listed (a root lookup, as the worker's; the file system
+ * lives while the walk holds tc_canon_srcu: see tc_canon_prune_all()),
+ * and leaves the scope, freeing it if it was the last, when the worker
+ * looks again. Each line is of one moment of its scope; two lines need
+ * not be of the same.
  *
- * Return: the bytes written.
+ * Return: the bytes written, or -EFBIG if the table does not fit in the
+ * page (never a table cut short).
  */
 ssize_t tc_canon_show(char *buf)
 {
-	struct tc_canon_fs *cfs, *next;
-	struct tc_canon_burial burial = { };
 	struct tc_canon_stats st;
 	struct tc_canon_scope *s;
-	int len = 0;
+	struct tc_canon_fs *cfs;
+	int len = 0, idx;
 
-	mutex_lock(&tc_canon_mutex);
-	list_for_each_entry_safe(cfs, next, &tc_canon_filesystems, node) {
-		/* Deleted subvolumes are not listed, nor scopes left empty. */
-		tc_canon_prune(cfs);
-		if (tc_canon_put_empties(cfs, &burial))
-			continue;
-		list_for_each_entry(s, &cfs->scopes, node) {
+	idx = srcu_read_lock(&tc_canon_srcu);
+	list_for_each_entry_srcu(cfs, &tc_canon_filesystems, node,
+				 srcu_read_lock_held(&tc_canon_srcu)) {
+		list_for_each_entry_srcu(s, &cfs->scopes, node,
+					 srcu_read_lock_held(&tc_canon_srcu)) {
 			struct tc_canon_scope *in;
 			unsigned long id;
 
 			tc_canon_scope_stats(s, &st);
-			len += sysfs_emit_at(buf, len,
-					     "%pU %s pages %lu compressed_pages %lu reads %llu read_failures %llu invalidations %llu aliased %llu resolved %llu mmaps_shared %llu mmaps_private %llu subvolumes",
-					     cfs->fs_info->fs_devices->fsid, s->name,
-					     st.pages, st.compressed_pages, st.reads,
-					     st.read_failures,
-					     st.invalidations, st.aliased,
-					     st.resolved, st.mmaps_shared,
-					     st.mmaps_private);
+			len = tc_sysfs_emit_at(buf, len,
+					       "%pU %s pages %lu compressed_pages %lu reads %llu read_failures %llu invalidations %llu aliased %llu resolved %llu mmaps_shared %llu mmaps_private %llu subvolumes",
+					       cfs->fs_info->fs_devices->fsid, s->name,
+					       st.pages, st.compressed_pages, st.reads,
+					       st.read_failures,
+					       st.invalidations, st.aliased,
+					       st.resolved, st.mmaps_shared,
+					       st.mmaps_private);
 			xa_for_each(&cfs->subvols, id, in)
 				if (in == s &&
 				    !xa_get_mark(&cfs->subvols, id,
 						 TC_CANON_FOLLOWED))
-					len += sysfs_emit_at(buf, len, " %lu", id);
-			len += sysfs_emit_at(buf, len, " followed");
+					len = tc_sysfs_emit_at(buf, len, " %lu", id);
+			len = tc_sysfs_emit_at(buf, len, " followed");
 			xa_for_each_marked(&cfs->subvols, id, in,
 					   TC_CANON_FOLLOWED)
-				if (in == s)
-					len += sysfs_emit_at(buf, len, " %lu", id);
-			len += sysfs_emit_at(buf, len, "\n");
+				if (in == s &&
+				    tc_btrfs_subvol_exists(cfs->fs_info->sb, id))
+					len = tc_sysfs_emit_at(buf, len, " %lu", id);
+			len = tc_sysfs_emit_at(buf, len, "\n");
+			if (len < 0)
+				goto out;
 		}
 	}
-	mutex_unlock(&tc_canon_mutex);
-	/* A read of the list does not wait for a tenant's throttled read. */
-	tc_canon_bury_later(&burial);
+out:
+	srcu_read_unlock(&tc_canon_srcu, idx);
 	return len;
 }
 

@@ -140,5 +140,6 @@ struct tc_canon_stats {
 
 void tc_canon_scope_stats(struct tc_canon_scope *s, struct tc_canon_stats *st);
 ssize_t tc_canon_show(char *buf);
+void tc_canon_prune_kick(void);
 
 #endif /* TOTALCOW_CANON_H */

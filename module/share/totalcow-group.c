@@ -23,6 +23,7 @@
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/magic.h>
+#include <linux/moduleparam.h>
 #include <linux/mount.h>
 #include <linux/namei.h>
 #include <linux/page_alias.h>
@@ -30,6 +31,7 @@
 #include <linux/stat.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
+#include <linux/workqueue.h>
 
 #include "../../sysfs/totalcow-sysfs.h"
 #include "totalcow-bind.h"
@@ -103,38 +105,105 @@ bool tc_in_template_subvol(struct inode *inode)
 	return false;
 }
 
-/* Drop @g's automatic members whose subvolume is gone, with their files. */
-static void tc_prune_auto(struct tc_group *g)
+/*
+ * Deleted subvolumes leave the groups and scopes they were in from a
+ * worker (below; tc_canon_prune_work for scopes), every
+ * totalcow.prune_interval_ms while there is something to look at: btrfs
+ * tells no one of a deletion, and the sysfs files only show what is, so
+ * that a monitoring agent that polls them changes nothing. A join or a
+ * follow starts the worker, and each run starts the next one while
+ * automatic members (or followed and looked-up subvolumes) remain.
+ */
+#undef MODULE_PARAM_PREFIX
+#define MODULE_PARAM_PREFIX "totalcow."
+
+#define TC_PRUNE_INTERVAL_MS_MAX (24 * 3600 * 1000)
+static unsigned int tc_prune_interval_ms = 5000;
+/* Set once the workers can be queued: a boot parameter comes earlier. */
+static bool tc_prune_ready;
+static void tc_prune_auto_all(struct work_struct *work);
+static DECLARE_DEFERRABLE_WORK(tc_prune_work, tc_prune_auto_all);
+
+/* The delay of the next prune, in jiffies. */
+unsigned long tc_prune_delay(void)
+{
+	return msecs_to_jiffies(READ_ONCE(tc_prune_interval_ms));
+}
+
+/* A new interval: prune now, and from then on at the new interval. */
+static int tc_prune_interval_set(const char *val, const struct kernel_param *kp)
+{
+	int err = param_set_uint_minmax(val, kp, 10, TC_PRUNE_INTERVAL_MS_MAX);
+
+	if (!err && READ_ONCE(tc_prune_ready)) {
+		mod_delayed_work(system_unbound_wq, &tc_prune_work, 0);
+		tc_canon_prune_kick();
+	}
+	return err;
+}
+
+static const struct kernel_param_ops tc_prune_interval_ops = {
+	.set = tc_prune_interval_set,
+	.get = param_get_uint,
+};
+module_param_cb(prune_interval_ms, &tc_prune_interval_ops,
+		&tc_prune_interval_ms, 0644);
+MODULE_PARM_DESC(prune_interval_ms,
+		 "how often deleted subvolumes are looked for (ms, 10 to 86400000)");
+
+/*
+ * Drop @g's automatic members whose subvolume is gone, with their files;
+ * tc_groups_lock held. Return: whether automatic members remain.
+ */
+static bool tc_prune_auto(struct tc_group *g)
 {
 	struct tc_member *m, *n;
+	bool left = false;
 
 	lockdep_assert_held(&tc_groups_lock);
 	list_for_each_entry_safe(m, n, &g->members, list) {
-		if (!m->automatic || tc_btrfs_subvol_exists(m->sb, m->subvol))
+		if (!m->automatic)
 			continue;
+		if (tc_btrfs_subvol_exists(m->sb, m->subvol)) {
+			left = true;
+			continue;
+		}
 		tc_unbind_files(g, m);
+		spin_lock(&g->members_lock);
 		list_del(&m->list);
+		spin_unlock(&g->members_lock);
 		kfree(m);
+		cond_resched();
 	}
+	return left;
 }
 
 /*
- * The pruning a join asks for, off the reader's path: it looks up each
- * automatic member's subvolume, which may read the root tree, and no
+ * The pruning, off the reader's path and out of the shows: it looks up
+ * each automatic member's subvolume, which may read the root tree, and no
  * reader may do that while holding tc_groups_lock (totalcow-reader-hold.h).
+ * A member whose subvolume is gone is unbound as groups/remove unbinds
+ * one. Every group's: one whose "auto" went off keeps members that
+ * joined, and those go when deleted too.
  */
 static void tc_prune_auto_all(struct work_struct *work)
 {
 	struct tc_group *g;
+	bool left = false;
 
 	mutex_lock(&tc_groups_lock);
 	list_for_each_entry(g, &tc_groups, list)
-		if (g->auto_join)
-			tc_prune_auto(g);
+		left |= tc_prune_auto(g);
+	/*
+	 * A join queues the work under the same lock, after this run began
+	 * (its pending bit was cleared before it ran): a member the walk did
+	 * not see has the next run queued by its join.
+	 */
+	if (left)
+		queue_delayed_work(system_unbound_wq, &tc_prune_work,
+				   tc_prune_delay());
 	mutex_unlock(&tc_groups_lock);
 }
-
-static DECLARE_WORK(tc_prune_work, tc_prune_auto_all);
 
 /*
  * A reader that found member @m of @g under tc_groups_lock binds a file
@@ -235,10 +304,12 @@ struct tc_member *tc_auto_join(struct file *file, const struct tc_lineage *l,
 	m->automatic = true;
 	m->sb = inode->i_sb;
 	m->subvol = tc_btrfs_subvol_id(inode);
+	spin_lock(&best->members_lock);
 	list_add_tail(&m->list, &best->members);
+	spin_unlock(&best->members_lock);
 	tc_count(best, TC_MEMBERS_JOINED, 1);
-	/* Members of deleted snapshots go, without holding this reader. */
-	schedule_work(&tc_prune_work);
+	/* It goes once deleted, found without holding this reader. */
+	queue_delayed_work(system_unbound_wq, &tc_prune_work, tc_prune_delay());
 	*gp = best;
 	return m;
 }
@@ -255,6 +326,11 @@ static ssize_t template_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%s\n", p);
 }
 
+/*
+ * The member directories an admin added, a line each. Under members_lock
+ * alone (the spinlock a change of the list takes last): a member's root
+ * is held until remove_store() frees it, after it left the list.
+ */
 static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
 			    char *buf)
 {
@@ -265,7 +341,7 @@ static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
 
 	if (!tmp)
 		return -ENOMEM;
-	mutex_lock(&tc_groups_lock);
+	spin_lock(&g->members_lock);
 	list_for_each_entry(m, &g->members, list) {
 		char *p;
 
@@ -273,9 +349,9 @@ static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
 			continue;	/* listed in auto_members */
 		p = d_path(&m->root, tmp, PAGE_SIZE);
 		if (!IS_ERR(p))
-			len += sysfs_emit_at(buf, len, "%s\n", p);
+			len = tc_sysfs_emit_at(buf, len, "%s\n", p);
 	}
-	mutex_unlock(&tc_groups_lock);
+	spin_unlock(&g->members_lock);
 	free_page((unsigned long)tmp);
 	return len;
 }
@@ -285,10 +361,11 @@ static ssize_t members_show(struct kobject *kobj, struct kobj_attribute *attr,
  * mappings' alias counts (mapping_page_aliases(), kept by mm at every store
  * and removal), so that a read of stats costs O(files), not O(pages). The
  * walk keeps its place in the group's list with a cursor entry (no
- * mapping) and holds tc_files_lock for TC_UNBIND_BATCH files at a time;
- * under it a listed file's inode cannot finish eviction (tc_file_release()
- * waits for the lock). tc_groups_lock keeps the unbinding walks, which
- * take the list's first entries, away meanwhile.
+ * mapping, which tc_unbind_files() passes over) and holds tc_files_lock
+ * for TC_UNBIND_BATCH files at a time; under it a listed file's inode
+ * cannot finish eviction (tc_file_release() waits for the lock). Not under
+ * tc_groups_lock, which a groups/delete holds while it unbinds the
+ * group's files: the count is of the files bound at each step.
  */
 static unsigned long tc_pages_shared(struct tc_group *g)
 {
@@ -296,7 +373,6 @@ static unsigned long tc_pages_shared(struct tc_group *g)
 	unsigned long n = 0;
 	unsigned int i = 0;
 
-	mutex_lock(&tc_groups_lock);
 	spin_lock(&tc_files_lock);
 	list_add(&cursor.list, &g->files);
 	while (!list_is_last(&cursor.list, &g->files)) {
@@ -312,7 +388,6 @@ static unsigned long tc_pages_shared(struct tc_group *g)
 	}
 	list_del(&cursor.list);
 	spin_unlock(&tc_files_lock);
-	mutex_unlock(&tc_groups_lock);
 	return n;
 }
 
@@ -335,30 +410,50 @@ static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return len;
 }
 
+/* The most lines auto_members can hold: "<id> ?\n" is at least 4 bytes. */
+#define TC_AUTO_SHOW_MAX (PAGE_SIZE / 4)
+
 /*
- * "<subvolume id> <path from the file system's top>" per automatic member;
- * those whose subvolume was deleted leave the group first.
+ * "<subvolume id> <path from the file system's top>" per automatic member
+ * ("?" for a path that cannot be found). A subvolume deleted since it
+ * joined is not listed: it leaves the group when the prune worker finds
+ * it gone, not here. The ids are copied under members_lock; the paths
+ * are looked up after it, on the template's file system (an automatic
+ * member's), which the group holds while its kobject lives. A list that
+ * does not fit in the page fails with -EFBIG rather than end short.
  */
 static ssize_t auto_members_show(struct kobject *kobj,
 				 struct kobj_attribute *attr, char *buf)
 {
 	struct tc_group *g = to_group(kobj);
+	struct super_block *sb = g->template.dentry->d_sb;
 	struct tc_member *m;
-	int len = 0;
+	int len = 0, n = 0, i;
+	u64 *ids;
 
-	mutex_lock(&tc_groups_lock);
-	tc_prune_auto(g);
+	ids = kmalloc_array(TC_AUTO_SHOW_MAX, sizeof(*ids), GFP_KERNEL);
+	if (!ids)
+		return -ENOMEM;
+	spin_lock(&g->members_lock);
 	list_for_each_entry(m, &g->members, list) {
-		char *name;
-
 		if (!m->automatic)
 			continue;
-		name = tc_btrfs_subvol_name(m->sb, m->subvol);
-		len += sysfs_emit_at(buf, len, "%llu %s\n", m->subvol,
-				     name ?: "?");
+		if (n == TC_AUTO_SHOW_MAX) {
+			len = -EFBIG;
+			break;
+		}
+		ids[n++] = m->subvol;
+	}
+	spin_unlock(&g->members_lock);
+	for (i = 0; i < n && len >= 0; i++) {
+		char *name = tc_btrfs_subvol_name(sb, ids[i]);
+
+		if (name || tc_btrfs_subvol_exists(sb, ids[i]))
+			len = tc_sysfs_emit_at(buf, len, "%llu %s\n", ids[i],
+					       name ?: "?");
 		kfree(name);
 	}
-	mutex_unlock(&tc_groups_lock);
+	kfree(ids);
 	return len;
 }
 
@@ -560,6 +655,7 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 	g->cred = get_current_cred();
 	strscpy(g->name, name, sizeof(g->name));
 	INIT_LIST_HEAD(&g->members);
+	spin_lock_init(&g->members_lock);
 	INIT_LIST_HEAD(&g->files);
 	for (i = 0; i < TC_NR_STATS; i++)
 		atomic_long_set(&g->stats[i], 0);
@@ -594,7 +690,8 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
  * automatic member of the same group, with its bound files: an LXC hook
  * or `totalcowctl group add` for a clone that joined by itself succeeds.
  */
-static void tc_member_adopt(struct tc_member *m, struct tc_member *am)
+static void tc_member_adopt(struct tc_group *g, struct tc_member *m,
+			    struct tc_member *am)
 {
 	struct tc_file *tf;
 
@@ -603,7 +700,9 @@ static void tc_member_adopt(struct tc_member *m, struct tc_member *am)
 	list_for_each_entry(tf, &am->files, mlist)
 		tf->member = m;
 	list_splice_init(&am->files, &m->files);
+	spin_lock(&g->members_lock);
 	list_replace(&am->list, &m->list);
+	spin_unlock(&g->members_lock);
 	spin_unlock(&tc_files_lock);
 	kfree(am);
 }
@@ -658,7 +757,7 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 	} else {
 		om = tc_find_member(&m->root, &og);
 		if (om && og == g && om->automatic) {
-			tc_member_adopt(m, om);
+			tc_member_adopt(g, m, om);
 			/* Its files resolve from the path given now. */
 			tc_reclassify(m->root.dentry->d_sb);
 			m = NULL;
@@ -667,7 +766,9 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 				name, dir, og->name);
 			err = -EEXIST;
 		} else {
+			spin_lock(&g->members_lock);
 			list_add_tail(&m->list, &g->members);
+			spin_unlock(&g->members_lock);
 			tc_reclassify(m->root.dentry->d_sb);
 			m = NULL;
 		}
@@ -728,7 +829,9 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 		goto unlock;
 	}
 	tc_unbind_files(g, found);
+	spin_lock(&g->members_lock);
 	list_del(&found->list);
+	spin_unlock(&g->members_lock);
 	/* Its files that were refused may belong to no group now. */
 	tc_reclassify(p.dentry->d_sb);
 unlock:
@@ -807,6 +910,8 @@ int __init tc_groups_init(void)
 	err = sysfs_create_group(groups_kobj, &tc_groups_group);
 	if (err)
 		kobject_put(groups_kobj);
+	else
+		WRITE_ONCE(tc_prune_ready, true);
 	return err;
 }
 

@@ -14,6 +14,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/path.h>
+#include <linux/spinlock.h>
 
 #include "../dm/totalcow-whitelist.h"
 #include "totalcow-btrfs.h"
@@ -78,7 +79,15 @@ struct tc_group {
 	u8 tuuid[BTRFS_UUID_SIZE];
 	u8 treceived[BTRFS_UUID_SIZE];
 	bool auto_join;			/* descendants join at their first read */
-	struct list_head members;	/* tc_member, under tc_groups_lock */
+	/*
+	 * tc_member: changed under tc_groups_lock and @members_lock, walked
+	 * under either. The shows take @members_lock alone: a write holds
+	 * tc_groups_lock across work that grows with the group (unbinding
+	 * every file of a member, lineage lookups), and a monitoring read
+	 * must not wait for it.
+	 */
+	struct list_head members;
+	spinlock_t members_lock;	/* @members, for the shows */
 	struct list_head files;		/* tc_file, under tc_files_lock */
 	atomic_long_t stats[TC_NR_STATS];
 	atomic_long_t policy_bytes;	/* of its files' signature chunks */
@@ -104,6 +113,7 @@ bool tc_auto_possible(struct inode *inode);
 struct tc_member *tc_auto_join(struct file *file, const struct tc_lineage *l,
 			       struct tc_member **spare, struct tc_group **gp);
 bool tc_in_template_subvol(struct inode *inode);
+unsigned long tc_prune_delay(void);
 int tc_groups_init(void);
 
 #endif /* TOTALCOW_GROUP_H */

@@ -121,12 +121,49 @@ static void tc_sigs_are_allocated_as_pages_are_read(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, xa_empty(&tf->sigs));
 }
 
+/*
+ * The unbinding walk of a group's files passes over the cursors that stats
+ * readers leave in the list (no mapping), wherever they are, and stops
+ * when only cursors are left: a groups/delete while stats is read neither
+ * unbinds a cursor nor spins on one.
+ */
+static void tc_unbind_walk_passes_over_cursors(struct kunit *test)
+{
+	/* Cursors c1, c2 (no mapping) around files f1, f2. */
+	struct tc_file *tf = kunit_kcalloc(test, 4, sizeof(*tf), GFP_KERNEL);
+	struct tc_file *c1 = &tf[0], *f1 = &tf[1], *c2 = &tf[2], *f2 = &tf[3];
+	struct tc_member *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
+	LIST_HEAD(files);
+
+	KUNIT_ASSERT_NOT_NULL(test, tf);
+	KUNIT_ASSERT_NOT_NULL(test, m);
+	f1->mapping = (void *)c1;	/* any non-NULL: never dereferenced */
+	f2->mapping = (void *)c2;
+	INIT_LIST_HEAD(&m->files);
+	list_add_tail(&c1->list, &files);
+	list_add_tail(&f1->list, &files);
+	list_add_tail(&c2->list, &files);
+	list_add_tail(&f2->list, &files);
+	spin_lock(&tc_files_lock);
+	KUNIT_EXPECT_PTR_EQ(test, tc_first_file(&files, NULL), f1);
+	list_del(&f1->list);
+	KUNIT_EXPECT_PTR_EQ(test, tc_first_file(&files, NULL), f2);
+	list_del(&f2->list);
+	KUNIT_EXPECT_NULL(test, tc_first_file(&files, NULL));
+	/* A member's list holds files only (cursors walk the group's). */
+	KUNIT_EXPECT_NULL(test, tc_first_file(&m->files, m));
+	list_add_tail(&f1->mlist, &m->files);
+	KUNIT_EXPECT_PTR_EQ(test, tc_first_file(&m->files, m), f1);
+	spin_unlock(&tc_files_lock);
+}
+
 static struct kunit_case tc_bind_cases[] = {
 	KUNIT_CASE(tc_sig_hash_is_seven_bits_and_content_bound),
 	KUNIT_CASE(tc_sig_screen_orders_private_hash_compare),
 	KUNIT_CASE(tc_alias_entry_roundtrip_and_shadow_apart),
 	KUNIT_CASE(tc_alias_carries_the_binding),
 	KUNIT_CASE(tc_sigs_are_allocated_as_pages_are_read),
+	KUNIT_CASE(tc_unbind_walk_passes_over_cursors),
 	{}
 };
 
