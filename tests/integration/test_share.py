@@ -188,6 +188,30 @@ def test_descendants_of_an_auto_template_join_at_their_first_read(lane):
     assert "auto: passed" in r.console, r.explain()
 
 
+@HOLES
+def test_sysfs_reads_change_nothing(lane):
+    """Issue 55, item 3: a monitoring agent that polls
+    /sys/kernel/mm/totalcow changes nothing. Three rounds each delete an
+    automatic member of a group (a file of it held open and bound) and a
+    followed snapshot that alone, with the others, holds a scope, then
+    read every readable file twice while another process changes a second
+    file system (joins, follows, groups/add and remove, extents enable and
+    disable, templates register and deregister, subvolume deletes): the
+    group's files, its members' ids, the scope's line and a template's
+    files stay as they were before the reads. The kernel's pruning,
+    let go afterwards, takes the deleted member and snapshots out with no
+    write. Fails on the code before (a read of auto_members unbound the
+    deleted member's files: pages_shared 3072 -> 2048; one of scopes
+    dropped the deleted snapshot)."""
+    r = run_vm("tests/guest/share-sysfs-reads.sh", **LANES[lane], disks=("512M", "512M"))
+    assert r.status == 0, r.explain()
+    assert re.search(r"^sysfs-reads: 3 rounds, \d+ files read twice each pass .* A's state "
+                     r"unchanged by every read$", r.console, re.M), r.explain()
+    assert "sysfs-reads: the kernel pruned the deleted members and snapshots itself" \
+        in r.console, r.explain()
+    assert "sysfs-reads: passed" in r.console, r.explain()
+
+
 @pytest.mark.slow
 @KERNELS
 def test_sparse_terabyte_template_costs_what_is_read(lane):
