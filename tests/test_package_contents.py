@@ -95,13 +95,23 @@ def wheel(tmp_path_factory):
     return wheels[0]
 
 
+def package_modules():
+    """Every module of the package, subpackages' too, as paths from the
+    directory that holds totalcow/ ("totalcow/commands/template.py")."""
+    tools = os.path.join(TOP, "tools")
+    return {os.path.relpath(os.path.join(d, f), tools)
+            for d, _, files in os.walk(os.path.join(tools, "totalcow"))
+            for f in files if f.endswith(".py")}
+
+
 def test_the_wheel_holds_the_package_the_entry_point_and_the_manual(wheel):
     version = project_version()
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         entry_points = z.read(f"totalcowctl-{version}.dist-info/entry_points.txt").decode()
-    modules = {f for f in os.listdir(os.path.join(TOP, "tools", "totalcow")) if f.endswith(".py")}
-    assert {"totalcow/" + m for m in modules} <= names
+    modules = package_modules()
+    assert "totalcow/commands/template.py" in modules
+    assert modules <= names, sorted(modules - names)
     assert f"totalcowctl-{version}.data/data/share/man/man8/totalcowctl.8" in names
     scripts = configparser.ConfigParser()
     scripts.read_string(entry_points)
@@ -179,5 +189,7 @@ def test_the_totalcowctl_package_holds_the_tool_and_its_manual(debs):
     assert "dmsetup" in depends and any(d.startswith("python3") for d in depends)
     assert "btrfs-progs" in deb_field(deb, "Recommends")
     files = deb_files(deb)
-    assert {"/usr/bin/totalcowctl", "/usr/share/man/man8/totalcowctl.8.gz",
-            "/usr/lib/python3/dist-packages/totalcow/cli.py"} <= files
+    assert {"/usr/bin/totalcowctl", "/usr/share/man/man8/totalcowctl.8.gz"} <= files
+    site = "/usr/lib/python3/dist-packages/"
+    missing = {site + m for m in package_modules()} - files
+    assert not missing, sorted(missing)

@@ -19,7 +19,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CTL = os.path.join(TOP, "tools", "totalcowctl")
 sys.path.insert(0, os.path.join(TOP, "tools"))
 
-from totalcow import btrfs, cli, commands, dmsetup, lxc, sysfs, walker  # noqa: E402
+from totalcow import btrfs, cli, commands, config, dmsetup, lxc, sysfs, walker  # noqa: E402
 from totalcow.errors import EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_USAGE  # noqa: E402
 
 
@@ -316,13 +316,8 @@ def dm_host(tmp_path, monkeypatch, fake_dm):
     """A stock kernel with dm-totalcow from DKMS: no sysfs layer, the
     totalcow device tc (254:0) and a plain disk (8:16), template paths
     that walk to FakeWalker.RANGES."""
-    # (getattr and raising=False: the old code, without the route, runs
-    # too and fails the tests' assertions, not their setup)
-    dmroute = getattr(commands, "dmroute", None)
-    for mod in filter(None, (commands, sysfs, dmroute)):
-        monkeypatch.setattr(mod, "SYSFS", str(tmp_path / "no-sysfs"), raising=False)
-    for mod in filter(None, (commands, dmroute)):
-        monkeypatch.setattr(mod, "STATE", str(tmp_path / "state"), raising=False)
+    monkeypatch.setattr(config, "SYSFS", str(tmp_path / "no-sysfs"))
+    monkeypatch.setattr(config, "STATE", str(tmp_path / "state"))
     block = tmp_path / "sys-dev-block"
     for dev, name in (("254:0", "tc"), ("254:1", "crypt")):
         (block / dev / "dm").mkdir(parents=True)
@@ -330,7 +325,7 @@ def dm_host(tmp_path, monkeypatch, fake_dm):
     (block / "8:16").mkdir(parents=True)
     monkeypatch.setattr(dmsetup, "SYS_DEV_BLOCK", str(block), raising=False)
     (fake_dm / "devices").write_text('["tc"]')
-    monkeypatch.setattr(commands, "Walker", FakeWalker)
+    monkeypatch.setattr(commands.template, "Walker", FakeWalker)
     monkeypatch.setattr(FakeWalker, "RANGES", {})
     monkeypatch.setattr(FakeWalker, "RDEV", RDEV)
     tree = tmp_path / "srv-debian"
@@ -433,7 +428,7 @@ def test_template_add_list_refresh_del_without_the_sysfs_layer(dm_host, capsys, 
     code, out, err = run(capsys, "template", "add", "debian", tree)
     assert code == EX_OK, err
     assert out.startswith("template debian: 1 files, 4 extents, 0.0 MiB on 254:0\n")
-    assert err == ("totalcowctl: " + commands.dmroute.SYSFS + " is absent (dm-totalcow "
+    assert err == ("totalcowctl: " + config.SYSFS + " is absent (dm-totalcow "
                    "without the sysfs layer, as from DKMS): sending the ranges with dmsetup "
                    "message tc 0 whitelist_add\n")
     assert messages(fake) == [
@@ -588,13 +583,12 @@ def test_module_version_is_the_dkms_package_version():
     assert package and module == [package.group(1)]
 
 
-# extents: subvolumes in sharing scopes (tools/totalcow/extents.py)
+# extents: subvolumes in sharing scopes (tools/totalcow/commands/extents.py)
 
 @pytest.fixture
 def fake_extents(tmp_path, monkeypatch):
     """A sysfs extents/ directory whose enable and disable record what is
     written, and fail for paths listed in `refuse` with the errno given."""
-    from totalcow import extents
     base = tmp_path / "sysfs"
     (base / "extents").mkdir(parents=True)
     (base / "extents" / "scopes").write_text(
@@ -605,7 +599,7 @@ def fake_extents(tmp_path, monkeypatch):
         "e75ad9e5-6a78-4656-a494-a2eebb892d3d tenant-b pages 0 compressed_pages 0 "
         "reads 0 read_failures 1 invalidations 0 aliased 0 resolved 0 mmaps_shared 0 "
         "mmaps_private 0 subvolumes 258 followed\n")
-    monkeypatch.setattr(extents, "SYSFS", str(base))
+    monkeypatch.setattr(config, "SYSFS", str(base))
     state = {"written": [], "refuse": {}}
     real_open = open
 
@@ -621,12 +615,13 @@ def fake_extents(tmp_path, monkeypatch):
                 def __exit__(self, *exc):
                     return False
 
-                def write(self, text):
-                    scope, p = text.rstrip("\n").split(" ", 1)
+                def write(self, data):
+                    scope, p = data.decode().rstrip("\n").split(" ", 1)
                     if (name, p) in state["refuse"]:
                         e = state["refuse"][(name, p)]
                         raise OSError(e, os.strerror(e))
                     state["written"].append((name, scope, p))
+                    return len(data)
             return W()
         return real_open(path, mode, *args, **kw)
     monkeypatch.setattr("builtins.open", fake_open)
@@ -707,3 +702,4 @@ def test_extents_errors_as_documented(args, code, said, tmp_path):
     r = ctl(*args, tmp_path=tmp_path)
     assert r.returncode == code, r.stderr
     assert said in r.stderr, r.stderr
+

@@ -226,173 +226,43 @@ LANGUAGE
 """
 
 import argparse
-import sys
 
-from .commands import (cmd_add, cmd_del, cmd_group_add, cmd_group_auto, cmd_group_create,
-                       cmd_group_del, cmd_group_list, cmd_list, cmd_refresh, cmd_status)
-from .errors import EX_FAIL, EX_PERM, EX_USAGE, Fail
-from .extents import cmd_extents_disable, cmd_extents_enable, cmd_extents_list, scope_name
-from .lxc import (cmd_container_hook, cmd_container_join, cmd_container_leave, cmd_container_list,
-                  cmd_container_restore, cmd_container_template, cmd_container_untemplate)
+from . import output
+from .args import Parser, subcommands, valid_name
+from .commands import GROUPS
+from .errors import EX_FAIL, EX_PERM, Fail
 
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        sys.exit(EX_USAGE)
-
-    def _check_value(self, action, value):
-        # argparse would name the argument by its internal name ("argument
-        # cmd: invalid choice: ..."); say what the manual calls it.
-        if action.choices is not None and value not in action.choices:
-            what = "command" if isinstance(action, argparse._SubParsersAction) else action.dest
-            raise argparse.ArgumentError(
-                None, f"invalid {what} '{value}' (choose from {', '.join(action.choices)})")
+__all__ = ["Parser", "main", "parser", "valid_name"]
 
 
-def subcommands(parser, dest):
-    """The subcommands of parser, not required by argparse (which would say
-    "the following arguments are required: cmd"): main() says which are
-    missing in the manual's words."""
-    sub = parser.add_subparsers(dest=dest, metavar="COMMAND", parser_class=Parser)
-    parser.set_defaults(func=None, need_command=(parser, sub))
-    return sub
-
-
-HELP_TEMPLATE = "the template's name (1-64 of [A-Za-z0-9._:+-])"
-HELP_GROUP = "the group's name (1-64 of [A-Za-z0-9._:+-])"
-HELP_JSON = "machine-readable output"
-HELP_QUIET = "no progress on the terminal"
-HELP_LXCPATH = "the LXC container directory (default: lxc-config lxc.lxcpath)"
-
-
-def main(argv=None):
+def parser():
+    """The whole command line: every command group's commands."""
     ap = Parser(prog="totalcowctl", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter, add_help=True)
     sub = subcommands(ap, "cmd")
-    tp = sub.add_parser("template", help="add, delete, list or refresh templates")
-    tsub = subcommands(tp, "tcmd")
-    p = tsub.add_parser("add", help="register files or directory trees as a template")
-    p.add_argument("name", metavar="NAME", help=HELP_TEMPLATE)
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="a file or directory tree on btrfs on the totalcow device")
-    p.add_argument("--device", metavar="DEV",
-                   help="the totalcow device (needed for a multi-device btrfs)")
-    p.add_argument("-q", "--quiet", action="store_true", help=HELP_QUIET)
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the ranges (sectors: start length) instead of registering")
-    p.add_argument("--fiemap", action="store_true",
-                   help="use FIEMAP on every file instead of reading the fs tree")
-    p.set_defaults(func=cmd_add)
-    p = tsub.add_parser("del", help="deregister a template")
-    p.add_argument("name", metavar="NAME", help=HELP_TEMPLATE)
-    p.set_defaults(func=cmd_del)
-    p = tsub.add_parser("list", help="list templates")
-    p.add_argument("--json", action="store_true", help=HELP_JSON)
-    p.set_defaults(func=cmd_list)
-    p = tsub.add_parser("refresh", help="re-read a template's extents (all or nothing)")
-    p.add_argument("name", metavar="NAME", help=HELP_TEMPLATE)
-    p.add_argument("-q", "--quiet", action="store_true", help=HELP_QUIET)
-    p.set_defaults(func=cmd_refresh, dry_run=False, fiemap=False)
-    gp = sub.add_parser("group", help="page-cache sharing groups")
-    gsub = subcommands(gp, "gcmd")
-    p = gsub.add_parser("create", help="a group of a read-only template subvolume")
-    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
-    p.add_argument("template", metavar="TEMPLATE_DIR",
-                   help="the template: a read-only btrfs subvolume")
-    p.add_argument("--auto", action="store_true",
-                   help="snapshots of the template (up to 4 deep) join at their first read")
-    p.set_defaults(func=cmd_group_create)
-    p = gsub.add_parser("auto", help="turn automatic membership on or off")
-    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
-    p.add_argument("state", choices=("on", "off"), metavar="on|off",
-                   help="on: descendants of the template join by themselves; off: no more join")
-    p.set_defaults(func=cmd_group_auto)
-    p = gsub.add_parser("add", help="add snapshots of the template to a group")
-    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
-    p.add_argument("members", nargs="+", metavar="MEMBER_DIR",
-                   help="a subvolume snapshotted from the template")
-    p.set_defaults(func=cmd_group_add)
-    p = gsub.add_parser("del", help="delete a group (its members unshare)")
-    p.add_argument("name", metavar="NAME", help=HELP_GROUP)
-    p.set_defaults(func=cmd_group_del)
-    p = gsub.add_parser("list", help="list groups with their sharing statistics")
-    p.add_argument("--json", action="store_true", help=HELP_JSON)
-    p.set_defaults(func=cmd_group_list)
-    ep = sub.add_parser("extents", help="subvolumes whose files share data extents in memory")
-    esub = subcommands(ep, "ecmd")
-    for what, func, hlp in (("enable", cmd_extents_enable,
-                             "put the subvolumes of PATHs in a sharing scope"),
-                            ("disable", cmd_extents_disable,
-                             "take the subvolumes of PATHs out of their scope")):
-        p = esub.add_parser(what, help=hlp)
-        p.add_argument("--scope", type=scope_name, default="default", metavar="SCOPE",
-                       help="the sharing scope (default: default)")
-        p.add_argument("paths", nargs="+", metavar="PATH",
-                       help="a path in the subvolume, on btrfs")
-        p.set_defaults(func=func)
-    p = esub.add_parser("list", help="list sharing scopes with their subvolumes")
-    p.add_argument("--json", action="store_true", help=HELP_JSON)
-    p.set_defaults(func=cmd_extents_list)
-    p = sub.add_parser("status", help="cache statistics and templates")
-    p.add_argument("--json", action="store_true", help=HELP_JSON)
-    p.set_defaults(func=cmd_status)
-    cp = sub.add_parser("container", help="LXC containers as templates; hooks for clones")
-    csub = subcommands(cp, "ccmd")
-    p = csub.add_parser("template", help="make a stopped btrfs container a template")
-    p.add_argument("name", metavar="NAME",
-                   help="the container (also the template's and group's name)")
-    p.add_argument("-P", "--lxcpath", help=HELP_LXCPATH)
-    p.add_argument("--no-dm", action="store_true", help="page-cache sharing only")
-    p.add_argument("--no-hooks", action="store_true", help="do not edit its config")
-    p.add_argument("--auto", action="store_true",
-                   help="clones join at their first read, hooks or not (group auto)")
-    p.set_defaults(func=cmd_container_template)
-    p = csub.add_parser("untemplate", help="undo container template")
-    p.add_argument("name", metavar="NAME", help="the template container")
-    p.add_argument("-P", "--lxcpath", help="the template's LXC directory (checked against "
-                   "the one recorded at container template)")
-    p.set_defaults(func=cmd_container_untemplate)
-    for what, fn in (("join", cmd_container_join), ("leave", cmd_container_leave)):
-        p = csub.add_parser(what, help=f"{what} the group of its template by hand")
-        p.add_argument("name", metavar="NAME",
-                       help="a clone (lxc-copy -s) of a template container")
-        p.add_argument("-P", "--lxcpath", help=HELP_LXCPATH)
-        p.set_defaults(func=fn)
-    p = csub.add_parser("list", help="container templates, their groups and members")
-    p.add_argument("--json", action="store_true", help=HELP_JSON)
-    p.set_defaults(func=cmd_container_list)
-    p = csub.add_parser("restore", help="recreate recorded templates' groups (at boot)")
-    p.set_defaults(func=cmd_container_restore)
-    p = csub.add_parser("hook", help="LXC hook entry point (lxc.hook.clone, pre-start, destroy)")
-    p.add_argument("name", metavar="NAME", help="the container (LXC passes it)")
-    p.add_argument("section", metavar="SECTION", help="the config section (LXC passes 'lxc')")
-    p.add_argument("type", metavar="HOOK", help="the hook: clone, pre-start or destroy")
-    p.add_argument("extra", nargs=argparse.REMAINDER, metavar="ARG",
-                   help="further arguments from LXC")
-    p.set_defaults(func=cmd_container_hook)
+    for group in GROUPS:
+        group.register(sub)
+    return ap
+
+
+def main(argv=None):
+    ap = parser()
     a = ap.parse_args(argv)
     if a.func is None:
-        parser, choices = a.need_command
-        parser.error(f"missing command (choose from {', '.join(choices.choices)})")
-    # Container names are LXC's; only a template's becomes a kernel name.
-    tagged = a.cmd != "container" or a.ccmd == "template"
-    if tagged and hasattr(a, "name") and not valid_name(a.name):
+        parser_, choices = a.need_command
+        parser_.error(f"missing command (choose from {', '.join(choices.choices)})")
+    # Only names that become kernel names (templates', groups') are
+    # checked here; other containers' names are LXC's.
+    if getattr(a, "kernel_name", False) and not valid_name(a.name):
         ap.error(f"invalid template name '{a.name}' (1-64 of [A-Za-z0-9._:+-])")
     try:
         return a.func(a)
     except Fail as e:
-        print(f"totalcowctl: {e}", file=sys.stderr)
+        output.say(e)
         return e.code
     except PermissionError as e:
-        print(f"totalcowctl: {e}", file=sys.stderr)
+        output.say(e)
         return EX_PERM
     except OSError as e:
-        print(f"totalcowctl: {e}", file=sys.stderr)
+        output.say(e)
         return EX_FAIL
-
-
-def valid_name(name):
-    ok = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:+-")
-    return 0 < len(name) <= 64 and name not in (".", "..") and set(name) <= ok

@@ -7,29 +7,16 @@ show their ranges, so the records in $TOTALCOW_STATE_DIR/templates (the
 device, the paths and, since this route, the ranges) are what list,
 refresh and del go by."""
 
-import json
-import os
-import sys
-
-from .config import STATE, SYSFS
+from . import config, output, records
 from .dmsetup import (MessageFailed, batches, message, subtract, totalcow_device, totalcow_name,
                       words)
 from .errors import Fail
 
 
-def layer():
-    """Whether the kernel has the sysfs layer (CONFIG_TOTALCOW_SYSFS)."""
-    return os.path.isdir(os.path.join(SYSFS, "templates"))
-
-
 def say(what):
     """The one line that tells the admin which route a command took."""
-    print(f"totalcowctl: {SYSFS} is absent (dm-totalcow without the sysfs layer, as from "
-          f"DKMS): {what}", file=sys.stderr)
-
-
-def note(what):
-    print(f"totalcowctl: note: {what}", file=sys.stderr)
+    output.say(f"{config.SYSFS} is absent (dm-totalcow without the sysfs layer, as from "
+               f"DKMS): {what}")
 
 
 class Sent:
@@ -113,18 +100,19 @@ def replace(name, rdev, old, new):
     except Fail as e:
         sent.undo_and_raise(e)
     if missing:
-        note(f"{missing} of the {len(stale)} stale ranges recorded for template {name} "
-             f"are left alone: {dev} refused to delete them as not all registered (a table "
-             "reload or a reboot forgets templates); any that are stay whitelisted, which "
-             f"only wastes cache, until template del {name}")
+        output.note(f"{missing} of the {len(stale)} stale ranges recorded for template "
+                    f"{name} are left alone: {dev} refused to delete them as not all "
+                    "registered (a table reload or a reboot forgets templates); any that are "
+                    f"stay whitelisted, which only wastes cache, until template del {name}")
 
 
 def delete(name, rec):
     """Remove template name (its record rec) from its recorded device."""
-    rdev = os.makedev(*map(int, rec["device"].split(":")))
+    rdev = records.device_of(rec)
     dev, why = totalcow_name(rdev)
     if why:
-        note(f"{why} (any more): template {name} went with its table; its record is removed")
+        output.note(f"{why} (any more): template {name} went with its table; its record is "
+                    "removed")
         return
     say(f"removing it with dmsetup message {dev} 0 whitelist_del {name}")
     try:
@@ -132,24 +120,17 @@ def delete(name, rec):
     except MessageFailed as e:
         if not e.enoent:
             raise
-        note(f"template {name} was not registered on {dev} (a table reload or a reboot "
-             "forgets templates); its record is removed")
+        output.note(f"template {name} was not registered on {dev} (a table reload or a "
+                    "reboot forgets templates); its record is removed")
 
 
 def recorded():
     """The templates recorded in the state directory, as `template list`
     shows them (extents and sectors None for a record without ranges)."""
-    base = os.path.join(STATE, "templates")
     out = []
-    if not os.path.isdir(base):
-        return out
-    for f in sorted(os.listdir(base)):
-        if not f.endswith(".json"):
-            continue
-        with open(os.path.join(base, f)) as fh:
-            rec = json.load(fh)
+    for name, rec in records.TEMPLATES.items():
         ranges = rec.get("ranges")
-        out.append({"name": f[:-len(".json")], "device": rec["device"],
+        out.append({"name": name, "device": rec["device"],
                     "extents": None if ranges is None else len(ranges),
                     "sectors": None if ranges is None else sum(n for _, n in ranges),
                     "paths": rec.get("paths", []), "recorded": True})
