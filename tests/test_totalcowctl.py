@@ -19,7 +19,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CTL = os.path.join(TOP, "tools", "totalcowctl")
 sys.path.insert(0, os.path.join(TOP, "tools"))
 
-from totalcow import btrfs, cli, commands, config, dmsetup, lxc, sysfs, walker  # noqa: E402
+from totalcow import (btrfs, cli, commands, config, dmsetup, features, lxc,  # noqa: E402
+                      records, sysfs, walker)
 from totalcow.errors import EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_USAGE  # noqa: E402
 
 
@@ -702,4 +703,86 @@ def test_extents_errors_as_documented(args, code, said, tmp_path):
     r = ctl(*args, tmp_path=tmp_path)
     assert r.returncode == code, r.stderr
     assert said in r.stderr, r.stderr
+
+# The page size is the kernel's.
+
+PAGE_SIZES = (4096, 16384, 65536)
+
+
+def kernel_page_size(monkeypatch, page):
+    """A kernel whose pages are page bytes (as arm64's and ppc64's may be)."""
+    real = os.sysconf
+    monkeypatch.setattr(features.os, "sysconf",
+                        lambda name: page if name == "SC_PAGE_SIZE" else real(name))
+
+
+@pytest.fixture
+def fake_sysfs(tmp_path, monkeypatch):
+    """An empty directory as /sys/kernel/mm/totalcow, a state directory."""
+    base = tmp_path / "sysfs"
+    base.mkdir()
+    monkeypatch.setattr(config, "SYSFS", str(base))
+    monkeypatch.setattr(config, "STATE", str(tmp_path / "state"))
+    return base
+
+
+def fake_group(base, name, pages_shared):
+    d = base / "groups" / name
+    d.mkdir(parents=True)
+    (d / "template").write_text("/srv/t\n")
+    (d / "members").write_text("/srv/m1\n/srv/m2\n")
+    (d / "stats").write_text(f"pages_shared {pages_shared}\npolicy_bytes 0\nfiles_bound 3\n")
+    (d / "auto").write_text("0\n")
+    (d / "auto_members").write_text("")
+
+
+@pytest.mark.parametrize("page", PAGE_SIZES)
+def test_page_counts_are_shown_in_the_kernels_page_size(page, fake_sysfs, fake_dm, monkeypatch,
+                                                       capsys):
+    """Groups' pages_shared, scopes' pages and dm-totalcow's blocks (pages,
+    TC_BLOCK_SIZE) are counts of the kernel's pages, not of 4 KiB."""
+    kernel_page_size(monkeypatch, page)
+    assert features.page_size() == page
+    mib = lambda pages: f"{pages * page / 2**20:.1f} MiB"  # noqa: E731
+    fake_group(fake_sysfs, "g", 256)
+    code, out, _ = run(capsys, "group", "list")
+    assert code == EX_OK
+    assert out == f"g\t/srv/t\t2 members\t{mib(256)} shared\t3 files\n"
+    assert mib(256) == {4096: "1.0 MiB", 16384: "4.0 MiB", 65536: "16.0 MiB"}[page]
+
+    (fake_sysfs / "extents").mkdir()
+    (fake_sysfs / "extents" / "scopes").write_text(
+        "e75ad9e5 default pages 4096 aliased 10 read_failures 0 subvolumes 5 followed\n")
+    code, out, _ = run(capsys, "extents", "list")
+    assert out.split("\t")[4] == f"{mib(4096)} cached"
+
+    (fake_dm / "devices").write_text('["tc"]')  # 0 of 256 blocks cached
+    code, out, _ = run(capsys, "status")
+    assert code == EX_OK
+    assert out.startswith(f"tc: 0.0/{mib(256)} cached, hit rate 0.0%")
+
+    records.CONTAINERS.save("ct", {"name": "ct", "lxcpath": "/l", "rootfs": "/srv/t",
+                                   "uuid": "u", "group": "g", "dm": False, "hooks": True,
+                                   "auto": False})
+    code, out, _ = run(capsys, "container", "list")
+    assert out == f"ct\t/srv/t\tgroup g\t2 members\t{mib(256)} shared\tdm no\n"
+
+
+@pytest.mark.parametrize("page", PAGE_SIZES)
+def test_add_extents_writes_are_each_less_than_one_of_the_kernels_pages(page, monkeypatch):
+    """sysfs passes a store one page at most: every add_extents write fits
+    in one, and fills it (on 64 KiB pages, 16 times fewer writes)."""
+    kernel_page_size(monkeypatch, page)
+    writes = []
+    monkeypatch.setattr(sysfs, "write", lambda rel, text, *a, **kw: writes.append((rel, text)))
+    ranges = [(10**9 + 100 * i, 8) for i in range(20000)]
+    sysfs.register("debian", RDEV, ranges)
+    assert writes[0] == ("templates/register", "debian 254:0\n")
+    adds = [text for rel, text in writes[1:] if rel == "templates/add_extents"]
+    assert len(adds) == len(writes) - 1
+    assert all(text.startswith("debian ") and text.endswith("\n") for text in adds)
+    assert all(len(text.encode()) < page for text in adds)
+    assert all(len(text.encode()) > page - 20 for text in adds[:-1])
+    words = [int(w) for text in adds for w in text.split()[1:]]
+    assert list(zip(words[::2], words[1::2])) == ranges
 

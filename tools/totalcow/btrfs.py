@@ -10,11 +10,13 @@ import struct
 import subprocess
 
 from .errors import EX_FAIL, EX_NOENT, EX_NOTTC, Fail
-from .ioctl import (BTRFS_IOC_DEV_INFO, BTRFS_IOC_FS_INFO, BTRFS_IOC_GET_SUBVOL_INFO,
+from .ioctl import (BTRFS_ARGS_SIZE, BTRFS_FS_INFO_SIZE, BTRFS_IOC_DEV_INFO, BTRFS_IOC_FS_INFO, BTRFS_IOC_GET_SUBVOL_INFO,
                     BTRFS_IOC_INO_LOOKUP, BTRFS_IOC_TREE_SEARCH, BTRFS_IOC_TREE_SEARCH_V2)
 
 
 BTRFS_EXTENT_DATA_KEY = 108
+BTRFS_DEVICE_PATH_NAME_MAX = 1024  # the path ends btrfs_ioctl_dev_info_args
+CHUNK_ITEMS_PER_SEARCH = 4096      # more than fit: the kernel stops at the buffer's end
 SEARCH_V2_BUF = 1 << 20
 BG_DATA = 1 << 0
 BG_RAID0, BG_RAID1, BG_DUP, BG_RAID10 = 1 << 3, 1 << 4, 1 << 5, 1 << 6
@@ -24,12 +26,12 @@ BG_STRIPED = BG_RAID0 | BG_RAID10 | BG_RAID5 | BG_RAID6
 
 def fs_devices(fd):
     """devid -> (path, rdev) for every device of the file system of fd."""
-    buf = bytearray(1024)
+    buf = bytearray(BTRFS_FS_INFO_SIZE)
     fcntl.ioctl(fd, BTRFS_IOC_FS_INFO, buf)
     max_id, num = struct.unpack_from("<QQ", buf)
     devs = {}
     for devid in range(1, max_id + 1):
-        arg = bytearray(4096)
+        arg = bytearray(BTRFS_ARGS_SIZE)
         struct.pack_into("<Q", arg, 0, devid)
         try:
             fcntl.ioctl(fd, BTRFS_IOC_DEV_INFO, arg)
@@ -37,7 +39,7 @@ def fs_devices(fd):
             if e.errno == errno.ENODEV:
                 continue
             raise
-        path = bytes(arg[4096 - 1024:]).split(b"\0", 1)[0].decode()
+        path = bytes(arg[BTRFS_ARGS_SIZE - BTRFS_DEVICE_PATH_NAME_MAX:]).split(b"\0", 1)[0].decode()
         try:
             rdev = os.stat(path).st_rdev
         except OSError:
@@ -52,11 +54,11 @@ def chunk_map(fd):
     """Sorted [(logical, length, type, [(devid, offset), ...])] of all chunks."""
     chunks, min_offset = [], 0
     while True:
-        args = bytearray(4096)
+        args = bytearray(BTRFS_ARGS_SIZE)
         # tree_id, min/max objectid, min/max offset, min/max transid,
         # min/max type, nr_items
         struct.pack_into("<QQQQQQQIII", args, 0, 3, 256, 256, min_offset, 2**64 - 1,
-                         0, 2**64 - 1, 228, 228, 4096)
+                         0, 2**64 - 1, 228, 228, CHUNK_ITEMS_PER_SEARCH)
         fcntl.ioctl(fd, BTRFS_IOC_TREE_SEARCH, args)
         nr = struct.unpack_from("<I", args, 64)[0]
         if nr == 0:
@@ -94,7 +96,7 @@ def find_chunk(chunks, logical):
 
 def subvol_id(fd):
     """The id of the subvolume (fs tree) that directory fd is in."""
-    args = bytearray(4096)
+    args = bytearray(BTRFS_ARGS_SIZE)
     struct.pack_into("<QQ", args, 0, 0, 256)
     fcntl.ioctl(fd, BTRFS_IOC_INO_LOOKUP, args)
     return struct.unpack_from("<Q", args, 0)[0]
@@ -190,7 +192,7 @@ def fs_uuid(path):
     ids are unique only within one file system."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        buf = bytearray(1024)
+        buf = bytearray(BTRFS_FS_INFO_SIZE)
         try:
             fcntl.ioctl(fd, BTRFS_IOC_FS_INFO, buf)
         except OSError as e:

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """What the running kernel offers: each of TotalCOW's layers is a directory
 (or file) of /sys/kernel/mm/totalcow, and this is the one place that asks
-whether it is there and says what it takes when it is not."""
+whether it is there and says what it takes when it is not; and the page
+size, which the kernel's counters of pages and the size of a sysfs write
+go by."""
 
 import os
 
@@ -45,3 +47,9 @@ def need(feature):
     if not has(feature):
         raise Fail(absent(feature), EX_NOTTC)
 
+
+def page_size():
+    """The kernel's page size in bytes: the unit of the page counters of
+    groups, scopes and dm-totalcow's blocks (TC_BLOCK_SIZE is PAGE_SIZE),
+    and the most a sysfs file takes in one write."""
+    return os.sysconf("SC_PAGE_SIZE")

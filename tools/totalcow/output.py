@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """What commands print: a listing as text lines or, with --json, as JSON;
 the tool's one-line messages ("totalcowctl: ..."); sizes in MiB, of
-sectors and of pages."""
+sectors and of the kernel's pages."""
 
 import json
 import sys
 
+from . import features
 from .errors import EX_OK
 
 
@@ -35,5 +36,5 @@ def sectors_mib(sectors):
 
 
 def pages_mib(pages):
-    """pages (of 4 KiB), in MiB."""
-    return f"{pages * 4 / 1024:.1f}"
+    """pages of the kernel's page size, in MiB."""
+    return f"{pages * features.page_size() / 2**20:.1f}"

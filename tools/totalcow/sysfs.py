@@ -13,7 +13,6 @@ from .features import EXTENTS, GROUPS, TEMPLATES
 from .walker import devname
 
 
-SYSFS_BATCH = 3900  # bytes per add_extents write (sysfs takes one page)
 TEMPLATE_NAME_MAX = 64
 STAGING_SUFFIX = ":refresh"  # template refresh stages new ranges under NAME:refresh
 
@@ -69,6 +68,12 @@ def _missing(feature, rel):
     return missing
 
 
+def batch_size():
+    """The most bytes of one add_extents write, its newline included: less
+    than a page, the most that sysfs passes to a store."""
+    return features.page_size() - 1
+
+
 # Templates: templates/{register,add_extents,deregister}, templates/NAME/.
 
 def template_write(name, text):
@@ -103,10 +108,11 @@ def templates():
 def register(name, rdev, ranges):
     template_write("register", f"{name} {devname(rdev)}\n")
     try:
+        limit = batch_size() - 1  # the newline
         batch = name
         for s, n in ranges:
             item = f" {s} {n}"
-            if len(batch) + len(item) > SYSFS_BATCH:
+            if len(batch) + len(item) > limit:
                 template_write("add_extents", batch + "\n")
                 batch = name
             batch += item

@@ -14,6 +14,9 @@ from .fiemap import (FIEMAP_EXTENT_DATA_INLINE, FIEMAP_EXTENT_DELALLOC, FIEMAP_E
                      FIEMAP_EXTENT_UNKNOWN, FIEMAP_EXTENT_UNWRITTEN, file_extents)
 
 
+PROGRESS_ITEMS = 4096  # file extent items between looks at the progress line
+
+
 class Walker:
     """Collects the totalcow-device sector ranges of template files."""
 
@@ -191,7 +194,7 @@ class Walker:
                 self.cur_fs, self.last_chunk = fs, None
                 for ino, kind, logical, length in tree_file_extents(fd, tree, inodes):
                     self.items += 1
-                    if not self.items % 4096:
+                    if not self.items % PROGRESS_ITEMS:
                         self.progress()
                     if kind == "inline":
                         self.note("inline extents skipped")
