@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(TOP, "tools"))
 
 from totalcow import (btrfs, cli, commands, config, dmsetup, features, lxc,  # noqa: E402
                       records, sysfs, walker)
-from totalcow.errors import EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_USAGE  # noqa: E402
+from totalcow.errors import EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_USAGE, Fail  # noqa: E402
 
 
 def ctl(*args, exe=CTL, tmp_path=None):
@@ -786,3 +786,50 @@ def test_add_extents_writes_are_each_less_than_one_of_the_kernels_pages(page, mo
     words = [int(w) for text in adds for w in text.split()[1:]]
     assert list(zip(words[::2], words[1::2])) == ranges
 
+
+# Bugs the unification fixed.
+
+def test_a_sysfs_file_the_kernel_lacks_is_never_created(fake_sysfs):
+    """A write opens the file as it is: on a kernel that predates it, it
+    says so (exit 4), where creating it would have failed with EACCES in
+    sysfs (or, in a test's directory, made a file)."""
+    (fake_sysfs / "groups" / "g").mkdir(parents=True)
+    with pytest.raises(Fail) as e:
+        sysfs.group_write("remove", "g /srv/m\n")
+    assert (e.value.code, str(e.value)) == \
+        (EX_NOTTC, f"{fake_sysfs}/groups/remove is missing: the kernel predates it")
+    with pytest.raises(Fail) as e:
+        sysfs.group_set_auto("g", True)
+    assert e.value.code == EX_NOTTC and "predates automatic membership" in str(e.value)
+    with pytest.raises(Fail) as e:
+        sysfs.group_set_auto("h", True)
+    assert (e.value.code, str(e.value)) == (EX_NOENT, "no group 'h'")
+    assert sorted(p.name for p in (fake_sysfs / "groups").rglob("*")) == ["g"]
+    with pytest.raises(Fail) as e:
+        sysfs.template_write("register", "t 254:0\n")
+    assert (e.value.code, str(e.value)) == \
+        (EX_NOTTC, f"{fake_sysfs} is missing: is the kernel built with TOTALCOW_SYSFS?")
+    assert not (fake_sysfs / "templates").exists()
+
+def test_records_are_written_whole_and_listed_by_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "STATE", str(tmp_path))
+    store = records.TEMPLATES
+    store.save(".dot", {"device": "254:0"})  # a valid template name
+    store.save("b", {"device": "254:1"})
+    assert store.items() == [(".dot", {"device": "254:0"}), ("b", {"device": "254:1"})]
+    # A save that fails half way (JSON cannot write an object) leaves the
+    # old record as it was, and no temporary file.
+    with pytest.raises(TypeError):
+        store.save("b", {"device": "254:2", "paths": [object()]})
+    assert store.load("b") == {"device": "254:1"}
+    assert sorted(os.listdir(tmp_path / "templates")) == [".dot.json", "b.json"]
+    assert records.device_of(store.load("b")) == os.makedev(254, 1)
+    store.delete("b")
+    store.delete("b")
+    assert [n for n, _ in store.items()] == [".dot"]
+    with pytest.raises(Fail) as e:
+        store.load("b")
+    assert (e.value.code, str(e.value)) == (EX_NOENT, f"no record of template b in {tmp_path}")
+    with pytest.raises(Fail) as e:
+        records.CONTAINERS.load("ct")
+    assert str(e.value) == f"ct is not a template (no {tmp_path}/containers/ct.json)"

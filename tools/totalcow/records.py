@@ -39,9 +39,22 @@ class Store:
                        EX_NOENT)
 
     def save(self, name, record):
+        """Write the record whole or not at all: a command killed while
+        writing leaves the old record (or none), never half of one."""
         os.makedirs(self.dir(), exist_ok=True)
-        with open(self.path(name), "w") as f:
-            json.dump(record, f)
+        path = self.path(name)
+        tmp = os.path.join(self.dir(), f".{name}.json.{os.getpid()}")  # not *.json
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(record, f)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
 
     def delete(self, name):
         try:
@@ -54,7 +67,7 @@ class Store:
         d, out = self.dir(), []
         if os.path.isdir(d):
             for fn in sorted(os.listdir(d)):
-                if fn.endswith(".json"):
+                if fn.endswith(".json"):  # not a save's temporary file
                     with open(os.path.join(d, fn)) as f:
                         out.append((fn[:-len(".json")], json.load(f)))
         return out

@@ -188,7 +188,11 @@ def cmd_container_template(a):
             try:
                 template.add(a.name, [rootfs], quiet=True)
                 dm = True
-                undo.append(lambda: deregister(a.name))
+
+                def unregister():
+                    deregister(a.name)
+                    records.TEMPLATES.delete(a.name)
+                undo.append(unregister)
             except Fail as e:
                 if e.code != EX_NOTTC:
                     raise
