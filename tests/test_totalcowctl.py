@@ -19,7 +19,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CTL = os.path.join(TOP, "tools", "totalcowctl")
 sys.path.insert(0, os.path.join(TOP, "tools"))
 
-from totalcow import (btrfs, cli, commands, config, dmsetup, features, lxc,  # noqa: E402
+from totalcow import (btrfs, cli, commands, config, dmsetup, features, lxc, output,  # noqa: E402
                       records, sysfs, walker)
 from totalcow.errors import EX_FAIL, EX_NOENT, EX_NOTTC, EX_OK, EX_USAGE, Fail  # noqa: E402
 
@@ -833,3 +833,93 @@ def test_records_are_written_whole_and_listed_by_name(tmp_path, monkeypatch):
     with pytest.raises(Fail) as e:
         records.CONTAINERS.load("ct")
     assert str(e.value) == f"ct is not a template (no {tmp_path}/containers/ct.json)"
+
+
+# One of each: one sysfs writer with one errno map, one feature probe, one
+# output module; command groups that register their own commands and call
+# each other's functions, not their command lines.
+
+@pytest.mark.parametrize("err,code", [
+    ("ENOENT", EX_NOENT), ("EPERM", 5), ("EACCES", 5), ("ENODEV", EX_NOTTC),
+    ("EOPNOTSUPP", EX_NOTTC), ("EINVAL", EX_FAIL), ("ENOSPC", EX_FAIL), ("EXDEV", EX_FAIL),
+])
+def test_every_sysfs_write_maps_the_kernels_errno_to_one_exit_code(err, code, fake_sysfs,
+                                                                   monkeypatch):
+    import errno
+    e = getattr(errno, err)
+
+    class Refusing:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write(self, data):
+            raise OSError(e, os.strerror(e))
+    monkeypatch.setattr(sysfs, "open", lambda *a, **kw: Refusing(), raising=False)
+    (fake_sysfs / "extents").mkdir()
+    for write in (lambda: sysfs.template_write("register", "t 254:0\n"),
+                  lambda: sysfs.group_write("create", "g /srv/t\n"),
+                  lambda: sysfs.group_set_auto("g", True),
+                  lambda: sysfs.extents_write("enable", "default", "/srv/t")):
+        with pytest.raises(Fail) as refused:
+            write()
+        assert refused.value.code == code == sysfs.exit_code(e), str(refused.value)
+    assert sysfs.EXIT_CODES.get(e, EX_FAIL) == code
+
+def test_one_probe_tells_each_layer_and_what_it_needs(fake_sysfs):
+    layers = (features.TEMPLATES, features.GROUPS, features.GROUP_REMOVE, features.EXTENTS)
+    assert not any(features.has(f) for f in layers)
+    for f, says in ((features.TEMPLATES, "is the kernel built with TOTALCOW_SYSFS?"),
+                    (features.GROUPS, "page-cache sharing is not in this kernel"),
+                    (features.EXTENTS, "shared extents are not in this kernel"),
+                    (features.GROUP_REMOVE, "groups/remove is missing: the kernel predates it")):
+        with pytest.raises(Fail) as e:
+            features.need(f)
+        assert e.value.code == EX_NOTTC and says in str(e.value)
+    (fake_sysfs / "groups").mkdir()
+    assert features.has(features.GROUPS) and not features.has(features.GROUP_REMOVE)
+    (fake_sysfs / "groups" / "remove").write_text("")
+    assert features.has(features.GROUP_REMOVE)
+
+def test_each_command_group_registers_its_own_commands():
+    from totalcow import args
+    for module in commands.GROUPS:
+        ap = args.Parser(prog="totalcowctl")
+        sub = args.subcommands(ap, "cmd")
+        module.register(sub)
+        assert list(sub.choices) == [module.__name__.rsplit(".", 1)[1]]
+    top = [a for a in cli.parser()._actions if a.dest == "cmd"][0]
+    assert list(top.choices) == ["template", "group", "extents", "status", "container"]
+
+def test_no_command_calls_another_through_a_hand_built_namespace():
+    package = os.path.join(TOP, "tools", "totalcow")
+    for d, _, files in os.walk(package):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(d, f)) as src:
+                    assert "Namespace(" not in src.read(), os.path.join(d, f)
+
+def test_a_container_template_is_registered_again_through_template_add(fake_sysfs,
+                                                                      monkeypatch, capsys):
+    """restore and the hooks recreate a recorded template's dm registration
+    with the function template add runs, not with its command line."""
+    fake_group(fake_sysfs, "ct", 0)
+    (fake_sysfs / "templates").mkdir()
+    calls = []
+    monkeypatch.setattr(commands.template, "add",
+                        lambda *a, **kw: calls.append((a, kw)) or EX_OK)
+    rec = {"name": "ct", "rootfs": "/srv/ct", "group": "ct", "dm": True, "auto": False}
+    assert commands.container.ensure_template(rec) == ["dm template"]
+    assert calls == [(("ct", ["/srv/ct"]), {"quiet": True})]
+
+def test_listings_are_text_or_json(capsys):
+    class A:
+        json = False
+    assert output.listing(A, [1, 2], lambda xs: (f"n {x}" for x in xs)) == EX_OK
+    assert capsys.readouterr().out == "n 1\nn 2\n"
+    A.json = True
+    output.listing(A, [1, 2], None)
+    assert json.loads(capsys.readouterr().out) == [1, 2]
+    assert output.sectors_mib(2048) == "1.0"
