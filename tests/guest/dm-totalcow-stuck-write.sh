@@ -3,7 +3,8 @@
 # is suspended) must not hang anything but the whitelist changes of that
 # device, and those only until they are killed: a whitelist_add (message
 # and sysfs add_extents) waits for the stuck write, the resume of another
-# totalcow device and other sysfs calls go on meanwhile, SIGKILL ends the
+# totalcow device and other sysfs calls go on meanwhile (reads of the
+# waiting template's own files too), SIGKILL ends the
 # waits, and the killed adds change nothing. Once the origin resumes, the
 # adds work.
 #
@@ -66,6 +67,10 @@ timeout 20 dmsetup resume tc2 || die "resume of another totalcow device hung"
 if [ $sysfs = 1 ]; then
 	timeout 20 sh -c "echo 'other 0 64' > $tpl/add_extents" || die "sysfs add on another device hung"
 	timeout 20 cat $tpl/other/nr_extents > /dev/null || die "sysfs read hung"
+	# Reads of the waiting template's own files do not wait for its add
+	# (issue 55: they took the whitelist mutex the add holds).
+	timeout 20 cat $tpl/stuck/nr_extents $tpl/stuck/sectors $tpl/stuck/extents > /dev/null ||
+		die "a read of the waiting template's files hung"
 	timeout 20 sh -c "echo 'third $(devnum tc2)' > $tpl/register" || die "sysfs register hung"
 	timeout 20 sh -c "echo third > $tpl/deregister" || die "sysfs deregister hung"
 else
