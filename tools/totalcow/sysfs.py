@@ -252,8 +252,8 @@ def group_auto(name):
 
 def group_auto_members(name):
     """[(subvolume id, path from the file system's top level)] of the
-    subvolumes that joined group `name` by themselves. Reading the list
-    makes the kernel drop deleted ones first."""
+    subvolumes that joined group `name` by themselves. Deleted ones are
+    not listed; the kernel drops them on its own (prune_interval_ms)."""
     try:
         text = group_read(name, "auto_members")
     except FileNotFoundError:
