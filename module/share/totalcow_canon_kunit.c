@@ -600,10 +600,11 @@ static void tc_canon_burial_waits_for_its_own_holders_only(struct kunit *test)
 }
 
 /*
- * A read of the scopes list buries what it pruned in a worker: it returns
- * while a holder keeps the scope, which is freed once the holder goes.
+ * The prune worker buries what it pruned in a worker of its own: it
+ * returns while a holder keeps the scope, which is freed once the holder
+ * goes.
  */
-static void tc_canon_listing_leaves_its_burial_to_a_worker(struct kunit *test)
+static void tc_canon_prune_leaves_its_burial_to_a_worker(struct kunit *test)
 {
 	struct tc_canon_test_scope *t = tc_canon_test_scope(test);
 	struct tc_canon_burial b = { };
@@ -620,6 +621,47 @@ static void tc_canon_listing_leaves_its_burial_to_a_worker(struct kunit *test)
 				      !atomic_read(&t->cfs.dead_scopes), 10 * HZ);
 	KUNIT_EXPECT_GT(test, left, 0);		/* the worker freed it */
 	tc_canon_test_scope_free(t);
+}
+
+/*
+ * What the prune worker (and a disable) drops of a subvolume found
+ * deleted: an entry that followed its source (its scope counts a
+ * subvolume less), one taken out, one found to follow nothing; not an
+ * enabled one, which stays until disabled, whatever it was when the
+ * worker found the subvolume gone.
+ */
+static void tc_canon_forget_subvol_drops_only_prunable(struct kunit *test)
+{
+	struct tc_canon_fs *cfs = kunit_kzalloc(test, sizeof(*cfs), GFP_KERNEL);
+	struct tc_canon_scope *s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	unsigned long id;
+
+	KUNIT_ASSERT_NOT_NULL(test, cfs);
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	xa_init(&cfs->subvols);
+	s->nr_subvols = 2;
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&cfs->subvols, 256, s, GFP_KERNEL)), 0);
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&cfs->subvols, 257, s, GFP_KERNEL)), 0);
+	xa_set_mark(&cfs->subvols, 257, TC_CANON_FOLLOWED);
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&cfs->subvols, 258, TC_CANON_OUT,
+					      GFP_KERNEL)), 0);
+	KUNIT_ASSERT_EQ(test, xa_err(xa_store(&cfs->subvols, 259,
+					      tc_canon_none_at(3UL),
+					      GFP_KERNEL)), 0);
+	KUNIT_EXPECT_FALSE(test, tc_canon_prunable(cfs, 256, s));
+	KUNIT_EXPECT_TRUE(test, tc_canon_prunable(cfs, 257, s));
+	KUNIT_EXPECT_TRUE(test, tc_canon_prunable(cfs, 258, TC_CANON_OUT));
+	KUNIT_EXPECT_TRUE(test, tc_canon_prunable(cfs, 259, tc_canon_none_at(3UL)));
+	mutex_lock(&tc_canon_mutex);
+	for (id = 255; id <= 260; id++)		/* 255 and 260: no entry */
+		tc_canon_forget_subvol(cfs, id);
+	mutex_unlock(&tc_canon_mutex);
+	KUNIT_EXPECT_PTR_EQ(test, xa_load(&cfs->subvols, 256), (void *)s);
+	KUNIT_EXPECT_NULL(test, xa_load(&cfs->subvols, 257));
+	KUNIT_EXPECT_NULL(test, xa_load(&cfs->subvols, 258));
+	KUNIT_EXPECT_NULL(test, xa_load(&cfs->subvols, 259));
+	KUNIT_EXPECT_EQ(test, s->nr_subvols, 1UL);
+	xa_destroy(&cfs->subvols);
 }
 
 /*
@@ -685,7 +727,8 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_follow_picks_the_nearest_scope),
 	KUNIT_CASE(tc_canon_burial_waits_without_the_mutex),
 	KUNIT_CASE(tc_canon_burial_waits_for_its_own_holders_only),
-	KUNIT_CASE(tc_canon_listing_leaves_its_burial_to_a_worker),
+	KUNIT_CASE(tc_canon_prune_leaves_its_burial_to_a_worker),
+	KUNIT_CASE(tc_canon_forget_subvol_drops_only_prunable),
 	{}
 };
 
