@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The backing-file route of a file bound to an identical one (btrfs).
+
+  share-backing-file.py bind MEMBER TEMPLATE   BTRFS_IOC_SHARE_PAGE_CACHE
+  share-backing-file.py unbind MEMBER
+  share-backing-file.py cached FILE            pages of FILE's own cache
+  share-backing-file.py follows MEMBER         a private mapping follows
+  share-backing-file.py sigbus MEMBER          ... and a truncation
+
+`follows` maps MEMBER privately, reads it, writes one page of the mapping
+(a private copy), then has a child open MEMBER for writing and change
+two other pages with write(): the mapping must show the child's bytes
+where it did not write, its own where it did, as a stock kernel does.
+"""
+import ctypes
+import fcntl
+import mmap
+import os
+import signal
+import struct
+import sys
+
+BTRFS_IOC_SHARE_PAGE_CACHE = 0x40089443  # _IOW(0x94, 67, __s64)
+SYS_CACHESTAT = 451
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def share(member, fd):
+    with open(member, "rb") as f:
+        fcntl.ioctl(f.fileno(), BTRFS_IOC_SHARE_PAGE_CACHE, struct.pack("q", fd))
+
+
+def cached(path):
+    """nr_cache of cachestat(2) over the whole file: its own mapping."""
+    rng = (ctypes.c_uint64 * 2)(0, 0)
+    cs = (ctypes.c_uint64 * 5)()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.syscall(SYS_CACHESTAT, fd, rng, cs, 0) != 0:
+            raise OSError(ctypes.get_errno(), "cachestat")
+    finally:
+        os.close(fd)
+    return cs[0]
+
+
+def follows(member):
+    size = os.path.getsize(member)
+    fd = os.open(member, os.O_RDONLY)
+    m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,
+                  prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    os.close(fd)
+    before = bytes(m[0:PAGE * 3])
+    maps = open("/proc/self/maps").read()
+    assert member in maps, "the mapping is named by the member's path"
+    m[PAGE:PAGE + 4] = b"MINE"  # a private copy of page 1
+    pid = os.fork()
+    if pid == 0:
+        w = os.open(member, os.O_WRONLY)
+        os.pwrite(w, b"NEW0" * (PAGE // 4), 0)
+        os.pwrite(w, b"NEW2" * (PAGE // 4), 2 * PAGE)
+        os.close(w)
+        os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    assert st == 0, "the writer failed"
+    p0, p1, p2 = bytes(m[0:4]), bytes(m[PAGE:PAGE + 4]), bytes(m[2 * PAGE:2 * PAGE + 4])
+    print(f"follows: page0 {p0!r} page1 {p1!r} page2 {p2!r} (before {before[0:4]!r})")
+    ok = p0 == b"NEW0" and p1 == b"MINE" and p2 == b"NEW2"
+    m.close()
+    return ok
+
+
+def sigbus(member):
+    size = os.path.getsize(member)
+    fd = os.open(member, os.O_RDONLY)
+    m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    os.close(fd)
+    _ = m[size - 1]
+    os.truncate(member, 0)
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGBUS, signal.SIG_DFL)
+        _ = m[size - 1]
+        os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    got = os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGBUS
+    print(f"sigbus: past the end after truncate: {'SIGBUS' if got else 'no signal'}")
+    return got
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "bind":
+        t = os.open(sys.argv[3], os.O_RDONLY)
+        try:
+            share(sys.argv[2], t)
+        except OSError as e:
+            print(f"bind: {os.strerror(e.errno)}")
+            return 1
+        return 0
+    if cmd == "unbind":
+        share(sys.argv[2], -1)
+        return 0
+    if cmd == "cached":
+        print(cached(sys.argv[2]))
+        return 0
+    if cmd == "follows":
+        return 0 if follows(sys.argv[2]) else 1
+    if cmd == "sigbus":
+        return 0 if sigbus(sys.argv[2]) else 1
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The 7.3 series (mm-patches/7.3/, docs/design/sharing-in-the-file-system.md)
+on its own UML kernels: the preemptible base kernel and the debug one
+(lockdep, KASAN, kmemleak). btrfs data has large folios there. `make
+check-7.3` builds both and runs these (in `make check-lanes`)."""
+
+import os
+import re
+
+import pytest
+
+from vmrun import BUILD, run_vm
+
+KERNELS_73 = {
+    "base-7.3": os.path.join(BUILD, "uml-base-7.3", "linux"),
+    "debug-7.3": os.path.join(BUILD, "uml-debug-7.3", "linux"),
+}
+
+pytestmark = pytest.mark.linux73
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS_73))
+def test_a_bound_file_reads_and_maps_the_template_and_leaves_before_a_change(kernel):
+    """Route A: a snapshot's file bound to its source's identical file
+    reads it through the source's page cache (no disk read, no page cache
+    of its own, the same bytes); the source is write-denied; an open for
+    writing unbinds first and moves the private mapping back, so that it
+    shows the write where it did not write itself (a kernel that unbinds
+    without moving the VMA fails here); a truncation unbinds too (SIGBUS);
+    a different file and a file open for writing are refused."""
+    r = run_vm("tests/guest/share/share-backing-file.sh", debug=False,
+               extra=("-k", KERNELS_73[kernel]), disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert "read: member read 0 bytes from the disk, own cache 0 pages" in r.console, \
+        r.explain()
+    m = re.search(r"^follows: page0 (\S+) page1 (\S+) page2 (\S+)", r.console, re.M)
+    assert m and m.groups() == ("b'NEW0'", "b'MINE'", "b'NEW2'"), r.explain()
+    assert "sigbus: past the end after truncate: SIGBUS" in r.console, r.explain()
+    assert "backing-file: passed" in r.console, r.explain()
