@@ -68,7 +68,7 @@ if [ $sysfs = 1 ]; then
 	timeout 20 sh -c "echo 'other 0 64' > $tpl/add_extents" || die "sysfs add on another device hung"
 	timeout 20 cat $tpl/other/nr_extents > /dev/null || die "sysfs read hung"
 	# Reads of the waiting template's own files do not wait for its add
-	# (issue 55: they took the whitelist mutex the add holds).
+	# (before, they took the whitelist mutex the add holds).
 	timeout 20 cat $tpl/stuck/nr_extents $tpl/stuck/sectors $tpl/stuck/extents > /dev/null ||
 		die "a read of the waiting template's files hung"
 	timeout 20 sh -c "echo 'third $(devnum tc2)' > $tpl/register" || die "sysfs register hung"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Reads of /sys/kernel/mm/totalcow change nothing (issue 55, item 3). A
+# Reads of /sys/kernel/mm/totalcow change nothing. A
 # monitoring agent polls these files; before, a read of extents/scopes
 # pruned deleted subvolumes and freed the scopes they left empty, and a
 # read of groups/<g>/auto_members unbound the files of deleted members.

@@ -190,7 +190,7 @@ def test_descendants_of_an_auto_template_join_at_their_first_read(lane):
 
 @HOLES
 def test_sysfs_reads_change_nothing(lane):
-    """Issue 55, item 3: a monitoring agent that polls
+    """A monitoring agent that polls
     /sys/kernel/mm/totalcow changes nothing. Three rounds each delete an
     automatic member of a group (a file of it held open and bound) and a
     followed snapshot that alone, with the others, holds a scope, then
