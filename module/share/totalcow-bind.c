@@ -2,7 +2,7 @@
 /*
  * TotalCOW page-cache sharing: member files bound to their template
  * files, and the proofs that a member's pages are the template's
- * (docs/design.md, "Policy" and "A proof and its store").
+ * (docs/design/policy.md and docs/design/groups-and-proofs.md).
  *
  * A member file is bound to the template file at the same relative path
  * if that file has the same inode number and generation (a snapshot keeps
@@ -688,7 +688,7 @@ bool tc_proof_changed(struct tc_file *tf, u64 version)
  * the template's pages, which are uptodate by now: no read of the member's
  * blocks at all. Only empty slots: a folio there may hold data that is not
  * on disk yet. The proof and the store are one step with respect to every
- * change of the member (docs/design.md, "A proof and its store"):
+ * change of the member (docs/design/groups-and-proofs.md):
  *  - Under the member's i_rwsem no truncate, punch, fallocate, reflink,
  *    dedupe or buffered write passes.
  *  - A folio that leaves the page cache (written back and dropped,

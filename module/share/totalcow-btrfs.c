@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * TotalCOW page-cache sharing: what it asks btrfs (docs/design.md,
- * "Proof without reading"). Lineage comes from the subvolumes' root items
+ * TotalCOW page-cache sharing: what it asks btrfs
+ * (docs/design/policy.md, "Proof without reading"). Lineage comes from the subvolumes' root items
  * (as BTRFS_IOC_GET_SUBVOL_INFO reports them); identity of a range of two
  * files from their extent maps: the same bytes of the same on-disk extent.
  * Built in, next to btrfs, so it may use btrfs's own headers.
@@ -453,7 +453,7 @@ unsigned long tc_btrfs_same_extents(struct inode *member, struct inode *tmpl,
 }
 
 /*
- * Binding by extents (docs/design.md, "Binding by extents"): a member file
+ * Binding by extents (docs/design/policy.md): a member file
  * that is a reflink copy of a template file under another name is found
  * from the references of its first data extents. Every number below bounds
  * the work one binding may do, whatever the fleet shares.

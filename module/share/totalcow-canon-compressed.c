@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * The canonical data cache's compressed extents (docs/design.md, "Shared
- * extents, declared or not"). A page of a file in a compressed extent is
+ * The canonical data cache's compressed extents
+ * (docs/design/shared-extents.md, "Compressed extents"). A page of a file in a compressed extent is
  * a page of the extent's decompressed bytes, so its canonical page is
  * named by the extent and the page's place in them (tc_canon_zkey()), in
  * a second mapping of the scope (tc_canon_scope->zinode), never by a

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * TotalCOW's canonical data cache (totalcow-canon.h; docs/design.md,
- * "Shared extents, declared or not").
+ * TotalCOW's canonical data cache (totalcow-canon.h;
+ * docs/design/shared-extents.md).
  *
  * Per btrfs file system that opted in, and per sharing scope, a hidden
  * page cache (an anonymous inode on a pseudo file system of ours) indexed
@@ -1523,7 +1523,7 @@ static DEFINE_XARRAY(tc_canon_follow_nomem);
  * scope: a fleet's containers made from an enabled image share with it
  * without an admin step each. Only a subvolume's owner (or
  * CAP_SYS_ADMIN) may snapshot it, and the snapshot holds the source's
- * data, so it joins its source's trust domain (docs/design.md). One an
+ * data, so it joins its source's trust domain (docs/design/scopes.md). One an
  * admin took out stays out, and so do snapshots made from it. A subvolume
  * found to follow nothing is not looked up again until the next enable or
  * disable. The lookup (a UUID tree search per hop) runs without locks;

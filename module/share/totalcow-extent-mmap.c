@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Shared extents, mapped (docs/design.md, "Mapped pages of shared
- * extents"). A canonical page cannot be mapped into a user's VMA: its
+ * Shared extents, mapped (docs/design/mapped-files.md, "Mapped pages of
+ * shared extents"). A canonical page cannot be mapped into a user's VMA: its
  * mapping is indexed by disk address, which a file's pages follow extent
  * by extent, so rmap could not find the VMA. A private mapping
  * (MAP_PRIVATE: executables, libraries) of a file in a sharing scope maps
@@ -408,7 +408,7 @@ void tc_extent_clone_close(struct super_block *sb)
  * directory. It never waits for anything another process can hold for as
  * long as it likes while it holds the file system's write access, which
  * a freeze, every writer behind the freeze and a remount read-only wait
- * for (docs/design.md, "Who waits for whom"): a frozen or read-only file
+ * for (docs/design/mapped-files.md, "Who waits for whom"): a frozen or read-only file
  * system makes none (mmap() never waits for a thaw), nor does a file
  * whose inode lock, mmap lock or direct I/O a reader holds
  * (btrfs_clone_file_nowait()).

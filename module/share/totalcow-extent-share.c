@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Shared extents, the page-alias policy's half (docs/design.md, "Shared
- * extents, declared or not"). A file whose subvolume is in a sharing
+ * Shared extents, the page-alias policy's half
+ * (docs/design/shared-extents.md). A file whose subvolume is in a sharing
  * scope (extents/enable) gets, on a read miss, aliases to the scope's
  * canonical pages (totalcow-canon.c) for the pages its extent map proves
  * are bytes of a data extent; a read resolves them through the file's

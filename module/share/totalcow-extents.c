@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * /sys/kernel/mm/totalcow/extents/: an admin opts a btrfs file system in
- * to shared extents, scope by scope (docs/design.md, "Shared extents,
- * declared or not"; the cache is totalcow-canon.c). Files in different
+ * to shared extents, scope by scope (docs/design/scopes.md; the cache is totalcow-canon.c). Files in different
  * scopes never share a page, so tenants that must not observe each
  * other's reads go in different scopes.
  *

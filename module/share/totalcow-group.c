@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * TotalCOW page-cache sharing: groups of a template and its members, and
- * their files in sysfs (docs/design.md, "Policy").
+ * their files in sysfs (docs/design/policy.md).
  *
  * A group is a read-only template subvolume and the snapshot subvolumes
  * ("members") made from it: added by an admin, or, with the group's

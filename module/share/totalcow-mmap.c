@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * TotalCOW page-cache sharing: private mappings of member files
- * (docs/design.md, "Private mappings"). A private mapping (MAP_PRIVATE:
+ * (docs/design/mapped-files.md). A private mapping (MAP_PRIVATE:
  * executables, libraries) of a member file whose every page the file
  * system records as the template's maps the template file instead,
  * through a backing file that keeps the member's path in /proc/PID/maps
@@ -254,7 +254,7 @@ void tc_mmap_done(struct file *file, struct file *alias, bool mapped)
  * template's own (page cache, rmap and reclaim as for any file). The
  * backing file keeps the member's path for /proc/PID/maps and audit.
  *
- * The semantics (docs/design.md): the mapping shows the member's data as
+ * The semantics (docs/design/mapped-files.md): the mapping shows the member's data as
  * of mmap(); a later change of the member file is not seen through it,
  * which POSIX allows for MAP_PRIVATE (stock Linux would show the change
  * in pages not yet written through the mapping).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * TotalCOW page-cache sharing (paper §2.2, docs/design.md): the policy
+ * TotalCOW page-cache sharing (paper §2.2, docs/design/): the policy
  * behind the page-cache alias entries of mm-patches/0002, for the member
  * files of a group (totalcow-group.c, bound to their template files by
  * totalcow-bind.c) and for files whose data extents are shared

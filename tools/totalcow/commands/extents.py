@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """totalcowctl extents enable|disable|list: subvolumes in sharing scopes
-(/sys/kernel/mm/totalcow/extents/; docs/design.md, "Shared extents,
-declared or not")."""
+(/sys/kernel/mm/totalcow/extents/; docs/design/shared-extents.md)."""
 
 import os
 
