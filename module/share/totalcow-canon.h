@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The canonical data cache (docs/design/shared-extents.md): per btrfs file system and sharing scope, one hidden page cache
- * indexed by logical (disk) address, holding the bytes of checksummed data
+ * The canonical data cache (docs/design/shared-extents.md): per btrfs file
+ * system and sharing scope, one hidden page cache indexed by logical (disk)
+ * address, holding the bytes of checksummed data
  * extents, read and verified by logical address. Files that refer to the
  * same extent are only users of its pages.
  */

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * /sys/kernel/mm/totalcow/extents/: an admin opts a btrfs file system in
- * to shared extents, scope by scope (docs/design/scopes.md; the cache is totalcow-canon.c). Files in different
- * scopes never share a page, so tenants that must not observe each
- * other's reads go in different scopes.
+ * to shared extents, scope by scope (docs/design/scopes.md; the cache is
+ * totalcow-canon.c). Files in different scopes never share a page, so
+ * tenants that must not observe each other's reads go in different scopes.
  *
  *   enable   "<scope> <path>": the files of the subvolume holding <path>
  *            share extents within <scope>, which gets a canonical
