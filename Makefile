@@ -39,6 +39,7 @@ KERNEL_X86_KCSAN := $(B)/x86-kcsan/bzImage
 TREE_73_STAMP := $(B)/linux-7.3/.totalcow-tree
 KERNEL_73_BASE := $(B)/uml-base-7.3/linux
 KERNEL_73_DEBUG := $(B)/uml-debug-7.3/linux
+KERNEL_73_X86_DEBUG := $(B)/x86-debug-7.3/bzImage
 OOT := $(B)/oot
 
 # Everything the kernels are built from, besides the Linux tree itself.
@@ -48,7 +49,7 @@ KERNEL_C := $(filter %.c %.h,$(GRAFTED))
 
 .PHONY: all deps tree kernel kernel-base kernel-debug kernel-preempt kernel-trace kunit modules lint \
 	kernel-x86 kernel-x86-base kernel-x86-debug kernel-x86-kcsan kunit-x86 integration-x86 \
-	check-x86 check-lanes check-7.3 tree-7.3 kernel-7.3 series-check torture-x86 torture-kcsan torture-x86-extents stock-kernels stock-kernel-check check-stock \
+	check-x86 check-lanes check-7.3 tree-7.3 kernel-7.3 kernel-x86-7.3 series-check torture-x86 torture-kcsan torture-x86-extents stock-kernels stock-kernel-check check-stock \
 	integration check check-quick demo bench-demo bench bench-dm-overhead bench-dm-cgroups \
 	bench-dm-miss bench-fleet-dm bench-extents bench-extents-mmap bench-image-pair \
 	bench-registration bench-fig4 \
@@ -102,6 +103,11 @@ $(B)/uml-%/linux: $(TREE_STAMP) $(GRAFTED) $(KCONFIGS) tests/vm/build-kernel
 kernel-7.3: $(KERNEL_73_BASE) $(KERNEL_73_DEBUG) ## the base and debug UML kernels of the 7.3 series
 $(B)/uml-%-7.3/linux: $(TREE_73_STAMP) $(GRAFTED) $(KCONFIGS) tests/vm/build-kernel
 	tests/vm/build-kernel $(B) $* 7.3
+	@touch $@
+kernel-x86-7.3: $(KERNEL_73_X86_DEBUG) ## the x86-64 debug kernel of the 7.3 series (SMP: its races)
+$(KERNEL_73_X86_DEBUG): $(TREE_73_STAMP) $(GRAFTED) $(KCONFIGS) tests/vm/build-kernel
+	@tests/vm/install-deps
+	tests/vm/build-kernel $(B) x86-debug 7.3
 	@touch $@
 
 # The x86-64 lane: SMP, CONFIG_PREEMPT, booted in QEMU (tests/vm/run --x86).
@@ -202,7 +208,7 @@ check-lanes: check check-x86 check-7.3 deb-test deb-kernel-test series-check ## 
 	@echo "make check-lanes: all passed"
 
 # The 7.3 series' guest tests, on its base and debug UML kernels.
-check-7.3: kernel-7.3 ## checkpatch on the 7.3 series, and its tests on its UML kernels (pytest marker linux73)
+check-7.3: kernel-7.3 kernel-x86-7.3 ## checkpatch on the 7.3 series, and its tests on its UML and x86-64 kernels (pytest marker linux73)
 	@tests/vm/install-deps
 	@# A new file under fs/btrfs/ is in MAINTAINERS' BTRFS entry already:
 	@# checkpatch cannot see that without the tree, so that notice is dropped.

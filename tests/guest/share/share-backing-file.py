@@ -6,6 +6,10 @@
   share-backing-file.py cached FILE            pages of FILE's own cache
   share-backing-file.py follows MEMBER         a private mapping follows
   share-backing-file.py sigbus MEMBER          ... and a truncation
+  share-backing-file.py pair MEMBER SOURCE      BTRFS_IOC_SHARE_SUBVOL on two
+                                               subvolumes' root directories
+  share-backing-file.py unpair MEMBER
+  share-backing-file.py dedupe SRC DST         FIDEDUPERANGE all of SRC onto DST
 
 `follows` maps MEMBER privately, reads it, writes one page of the mapping
 (a private copy), then has a child open MEMBER for writing and change
@@ -21,6 +25,8 @@ import struct
 import sys
 
 BTRFS_IOC_SHARE_PAGE_CACHE = 0x40089443  # _IOW(0x94, 67, __s64)
+BTRFS_IOC_SHARE_SUBVOL = 0x40089444  # _IOW(0x94, 68, __s64)
+FIDEDUPERANGE = 0xC0189436
 SYS_CACHESTAT = 451
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -30,6 +36,29 @@ libc = ctypes.CDLL(None, use_errno=True)
 def share(member, fd):
     with open(member, "rb") as f:
         fcntl.ioctl(f.fileno(), BTRFS_IOC_SHARE_PAGE_CACHE, struct.pack("q", fd))
+
+
+def pair(member, fd):
+    d = os.open(member, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(d, BTRFS_IOC_SHARE_SUBVOL, struct.pack("q", fd))
+    finally:
+        os.close(d)
+
+
+def dedupe(src_path, dst_path):
+    """FIDEDUPERANGE all of SRC onto DST; True if all of it was shared."""
+    src = os.open(src_path, os.O_RDONLY)
+    dst = os.open(dst_path, os.O_RDWR)
+    size = os.fstat(src).st_size
+    arg = bytearray(struct.pack("=QQHHI", 0, size, 1, 0, 0) +
+                    struct.pack("=qQQiI", dst, 0, 0, 0, 0))
+    fcntl.ioctl(src, FIDEDUPERANGE, arg)
+    os.close(src)
+    os.close(dst)
+    deduped, status = struct.unpack_from("=Qi", arg, 24 + 16)
+    print(f"dedupe: {deduped} bytes, status {status}")
+    return status == 0 and deduped == size
 
 
 def cached(path):
@@ -102,6 +131,16 @@ def main():
     if cmd == "unbind":
         share(sys.argv[2], -1)
         return 0
+    if cmd in ("pair", "unpair"):
+        s = os.open(sys.argv[3], os.O_RDONLY | os.O_DIRECTORY) if cmd == "pair" else -1
+        try:
+            pair(sys.argv[2], s)
+        except OSError as e:
+            print(f"{cmd}: {os.strerror(e.errno)}")
+            return 1
+        return 0
+    if cmd == "dedupe":
+        return 0 if dedupe(sys.argv[2], sys.argv[3]) else 1
     if cmd == "cached":
         print(cached(sys.argv[2]))
         return 0
