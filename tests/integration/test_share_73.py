@@ -90,3 +90,25 @@ def test_a_paired_snapshot_binds_its_identical_files_at_open(kernel):
         assert "refused, " + refusal % ("/mnt/btrfs", "/mnt/btrfs") in r.console, r.explain()
     assert "source: held read-only and undeleted" in r.console, r.explain()
     assert "subvol-pairing: passed" in r.console, r.explain()
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS_73))
+def test_a_changed_file_reads_its_unchanged_runs_from_the_source(kernel):
+    """Route B: a paired snapshot's file changed in a 4 KiB block and a
+    64 KiB range reads those 17 pages from the disk into its own cache
+    and everything else from the source's page cache (large folios
+    there), with the bytes it had before the pairing by read(), a private
+    mapping and sendfile(), and at unaligned offsets across the runs; a
+    reader open across a write, its writeback and a punch sees each; the
+    source's file is write-denied while read through, even unpaired and
+    made writable. A kernel without runs reads all 8 MiB into the
+    member's cache and fails the first count."""
+    r = run_vm("tests/guest/share/share-runs.sh", debug=False,
+               extra=("-k", KERNELS_73[kernel]), disks=("1G",))
+    assert r.status == 0, r.explain()
+    m = re.search(r"^runs: member read (\d+) bytes from the disk, own cache (\d+) pages$",
+                  r.console, re.M)
+    assert m and int(m.group(1)) <= 68 * 1024 + 256 * 1024 and m.group(2) == "17", r.explain()
+    assert "changes: dirty seen, written back seen, punched seen" in r.console, r.explain()
+    assert "source: write-denied while read through" in r.console, r.explain()
+    assert "runs: passed" in r.console, r.explain()

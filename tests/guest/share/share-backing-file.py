@@ -10,6 +10,10 @@
                                                subvolumes' root directories
   share-backing-file.py unpair MEMBER
   share-backing-file.py dedupe SRC DST         FIDEDUPERANGE all of SRC onto DST
+  share-backing-file.py changes MEMBER OFFSET  a reader open across a write,
+                                               writeback and a punch there
+  share-backing-file.py sums MEMBER            sha256 by read(), by a private
+                                               mapping and by sendfile()
 
 `follows` maps MEMBER privately, reads it, writes one page of the mapping
 (a private copy), then has a child open MEMBER for writing and change
@@ -59,6 +63,60 @@ def dedupe(src_path, dst_path):
     deduped, status = struct.unpack_from("=Qi", arg, 24 + 16)
     print(f"dedupe: {deduped} bytes, status {status}")
     return status == 0 and deduped == size
+
+
+def changes(member, off):
+    """A reader that has MEMBER open (read by runs) sees a write at OFF
+    made through another open, then the same after writeback and a
+    dropped cache, then zeroes after a punch there."""
+    r = os.open(member, os.O_RDONLY)
+    old = os.pread(r, PAGE, off)
+    w = os.open(member, os.O_WRONLY)
+    new = b"WRIT" * (PAGE // 4)
+    os.pwrite(w, new, off)
+    dirty = os.pread(r, PAGE, off)
+    os.fsync(w)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1")
+    clean = os.pread(r, PAGE, off)
+    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+    if libc.fallocate(w, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE,
+                      ctypes.c_long(off), ctypes.c_long(PAGE)) != 0:
+        raise OSError(ctypes.get_errno(), "fallocate")
+    punched = os.pread(r, PAGE, off)
+    os.close(w)
+    os.close(r)
+    res = {"dirty": dirty == new, "written back": clean == new,
+           "punched": punched == bytes(PAGE)}
+    print("changes: " + ", ".join(f"{k} {'seen' if v else 'MISSED'}" for k, v in res.items())
+          + f" (old bytes differ: {old != new})")
+    return all(res.values())
+
+
+def sums(member):
+    """The same bytes by read(), a private mapping and sendfile()."""
+    import hashlib
+    size = os.path.getsize(member)
+    with open(member, "rb") as f:
+        by_read = hashlib.sha256(f.read()).hexdigest()
+    fd = os.open(member, os.O_RDONLY)
+    m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    by_map = hashlib.sha256(m[:]).hexdigest()
+    m.close()
+    out = os.memfd_create("sendfile")
+    done = 0
+    while done < size:
+        n = os.sendfile(out, fd, done, size - done)
+        if n <= 0:
+            break
+        done += n
+    os.close(fd)
+    os.lseek(out, 0, os.SEEK_SET)
+    by_splice = hashlib.sha256(os.read(out, size + 1)).hexdigest()
+    os.close(out)
+    print(f"sums: read {by_read[:16]} map {by_map[:16]} sendfile {by_splice[:16]}")
+    print(by_read)
+    return by_read == by_map == by_splice
 
 
 def cached(path):
@@ -139,6 +197,10 @@ def main():
             print(f"{cmd}: {os.strerror(e.errno)}")
             return 1
         return 0
+    if cmd == "changes":
+        return 0 if changes(sys.argv[2], int(sys.argv[3])) else 1
+    if cmd == "sums":
+        return 0 if sums(sys.argv[2]) else 1
     if cmd == "dedupe":
         return 0 if dedupe(sys.argv[2], sys.argv[3]) else 1
     if cmd == "cached":
