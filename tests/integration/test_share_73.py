@@ -112,3 +112,16 @@ def test_a_changed_file_reads_its_unchanged_runs_from_the_source(kernel):
     assert "changes: dirty seen, written back seen, punched seen" in r.console, r.explain()
     assert "source: write-denied while read through" in r.console, r.explain()
     assert "runs: passed" in r.console, r.explain()
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS_73))
+def test_buffered_io_uring_reads_of_shared_files(kernel):
+    """io_uring's buffered reads of a bound file and of a file read by
+    runs, on a cold cache: the sharing routes clone the kiocb, which loses
+    io_uring's wait queue entry, so their file operations must not offer
+    async buffered reads (FOP_BUFFER_RASYNC); a kernel whose operations
+    kept the flag oopsed here."""
+    r = run_vm("tests/guest/share/share-io-uring.sh", debug=False,
+               extra=("-k", KERNELS_73[kernel]), disks=("1G",))
+    assert r.status == 0, r.explain()
+    assert "io-uring: passed" in r.console, r.explain()
