@@ -120,7 +120,9 @@ def test_buffered_io_uring_reads_of_shared_files(kernel):
     runs, on a cold cache: the sharing routes clone the kiocb, which loses
     io_uring's wait queue entry, so their file operations must not offer
     async buffered reads (FOP_BUFFER_RASYNC); a kernel whose operations
-    kept the flag oopsed here."""
+    kept the flag oopsed here (a NULL wait queue in __folio_lock_async()).
+    The file system is unmounted with the file still bound: a kernel whose
+    bindings held the template as a file kept the mount busy (EBUSY)."""
     r = run_vm("tests/guest/share/share-io-uring.sh", debug=False,
                extra=("-k", KERNELS_73[kernel]), disks=("1G",))
     assert r.status == 0, r.explain()
