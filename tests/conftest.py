@@ -1,9 +1,4 @@
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from vmrun import X86_LANE_GROUP  # noqa: E402
+from vmrun import X86_LANE_GROUP
 
 # The longest runs first. pytest-xdist (--dist loadgroup) hands work out
 # in collection order, a unit at a time as workers free up, so a long run
