@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from vmrun import LANES, lanes, run_vm, small_mem
+from vmrun import LANES, lanes, ok, run_vm, search, small_mem
 
 # Each sharing test runs on the three: the debug kernel, the preemptible
 # one (the base kernel: no debug option) and x86-64 (SMP and preemptible,
@@ -46,10 +46,8 @@ def test_eight_snapshots_share_one_copy_and_writes_stay_private(lane):
     paper's Fig. 4, takes twice as long in the debug kernel and tests
     nothing more: the ratios are counts.)"""
     r = run_vm("tests/guest/share/share-snapshots.sh", "128", **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^shared: page cache ([\d.]+)x, device reads ([\d.]+)x",
-                  r.console, re.M)
-    assert m, r.explain()
+    ok(r)
+    m = search(r"^shared: page cache ([\d.]+)x, device reads ([\d.]+)x", r)
     assert float(m.group(1)) <= 1.05 and float(m.group(2)) <= 1.01, m.group(0)
 
 
@@ -60,7 +58,7 @@ def test_whole_page_overwrites_break_aliases_without_a_copy(lane):
     shared mapping's fault still copy; every byte reads back right after
     fsync and drop_caches, the template and another member unchanged."""
     r = run_vm("tests/guest/share/share-overwrite.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "overwrite: 1 MiB, aligned: cow_breaks +256, cow_copies +0" in r.console, \
         r.explain()
     assert "overwrite: every write read back right" in r.console, r.explain()
@@ -70,9 +68,9 @@ def torture(ops, debug, lane="debug", members=6, workers=1,
             script="tests/guest/share/share-torture.sh", extra=()):
     r = run_vm(script, str(ops), "1", str(members), str(workers), *extra,
                disks=("2G",), debug=debug, **LANES[lane])
-    assert r.status == 0, r.explain()
-    m = re.search(r"^torture: (\d+) operations, (\d+) mismatches$", r.console, re.M)
-    assert m and int(m.group(1)) >= ops and m.group(2) == "0", r.explain()
+    ok(r)
+    m = search(r"^torture: (\d+) operations, (\d+) mismatches$", r)
+    assert int(m.group(1)) >= ops and m.group(2) == "0", r.explain()
     return r
 
 
@@ -107,13 +105,12 @@ def test_private_mappings_of_unchanged_members_map_the_template(lane):
     member; private writes stay private; changed members and members open
     for writing keep pages of their own; random mappings match a model."""
     r = run_vm("tests/guest/share/share-mmap.sh", "64", "3000", **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^mmap: \d+ private mappings, page cache ([\d.]+)x the file",
-                  r.console, re.M)
-    assert m and float(m.group(1)) <= 1.05, r.explain()
-    m = re.search(r"^mmap: \d+ random operations \((\d+) mappings shared, (\d+) private\), "
-                  r"(\d+) mismatches", r.console, re.M)
-    assert m and int(m.group(1)) > 0 and m.group(3) == "0", r.explain()
+    ok(r)
+    m = search(r"^mmap: \d+ private mappings, page cache ([\d.]+)x the file", r)
+    assert float(m.group(1)) <= 1.05, r.explain()
+    m = search(r"^mmap: \d+ random operations \((\d+) mappings shared, (\d+) private\), "
+               r"(\d+) mismatches", r)
+    assert int(m.group(1)) > 0 and m.group(3) == "0", r.explain()
 
 
 @KERNELS
@@ -124,20 +121,18 @@ def test_unprovable_files_are_refused_and_dedupe_keeps_every_byte(lane):
     dedupe into a shared member file keeps every byte right; a member that
     leaves (groups/remove) drops its aliases and the others keep theirs."""
     r = run_vm("tests/guest/share/share-refusals.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^refusals: (\d+) files refused, 3072 pages shared, 3 bound by extents$",
-                  r.console, re.M)
-    assert m and int(m.group(1)) >= 2, r.explain()
-    assert re.search(r"^remove: pages shared \d+ before, \d+ after c4 left$", r.console, re.M)
+    ok(r)
+    m = search(r"^refusals: (\d+) files refused, 3072 pages shared, 3 bound by extents$", r)
+    assert int(m.group(1)) >= 2, r.explain()
+    search(r"^remove: pages shared \d+ before, \d+ after c4 left$", r)
 
 
 def proof(mode, tries, collisions, lane):
     r = run_vm("tests/guest/share/share-proof.sh", mode, str(tries), str(collisions),
                disks=("2G",), mem=small_mem(lane), **LANES[lane])
-    m = re.search(rf"^proof {mode}: (\d+) tries, (\d+) collisions, (\d+) wrong reads, "
-                  r"(\d+) pages proven$",
-                  r.console, re.M)
-    assert r.status == 0 and m, r.explain()
+    ok(r)
+    m = search(rf"^proof {mode}: (\d+) tries, (\d+) collisions, (\d+) wrong reads, "
+               r"(\d+) pages proven$", r)
     assert int(m.group(2)) >= 1 and m.group(3) == "0", m.group(0)
 
 
@@ -166,8 +161,8 @@ def test_groups_add_refuses_what_is_not_a_snapshot_of_the_template(lane):
     and, for a received template, of the subvolume it was sent from;
     totalcowctl agrees."""
     r = run_vm("tests/guest/share/share-lineage.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
-    assert re.search(r"^lineage: the origin S: EXDEV$", r.console, re.M), r.explain()
+    ok(r)
+    search(r"^lineage: the origin S: EXDEV$", r)
 
 
 @KERNELS
@@ -181,10 +176,9 @@ def test_descendants_of_an_auto_template_join_at_their_first_read(lane):
     refused, groups/remove takes it out; with auto off nothing new joins.
     Fails on the code before automatic membership (no auto file)."""
     r = run_vm("tests/guest/share/share-auto.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^auto: the user's 2-hop snapshot read once: page cache \+(\d+)% of the file",
-                  r.console, re.M)
-    assert m and int(m.group(1)) <= 5, r.explain()
+    ok(r)
+    m = search(r"^auto: the user's 2-hop snapshot read once: page cache \+(\d+)% of the file", r)
+    assert int(m.group(1)) <= 5, r.explain()
     assert "auto: passed" in r.console, r.explain()
 
 
@@ -204,9 +198,9 @@ def test_sysfs_reads_change_nothing(lane):
     deleted member's files: pages_shared 3072 -> 2048; one of scopes
     dropped the deleted snapshot)."""
     r = run_vm("tests/guest/share/share-sysfs-reads.sh", **LANES[lane], disks=("512M", "512M"))
-    assert r.status == 0, r.explain()
-    assert re.search(r"^sysfs-reads: 3 rounds, \d+ files read twice each pass .* A's state "
-                     r"unchanged by every read$", r.console, re.M), r.explain()
+    ok(r)
+    search(r"^sysfs-reads: 3 rounds, \d+ files read twice each pass .* A's state "
+           r"unchanged by every read$", r)
     assert "sysfs-reads: the kernel pruned the deleted members and snapshots itself" \
         in r.console, r.explain()
     assert "sysfs-reads: passed" in r.console, r.explain()
@@ -222,7 +216,7 @@ def test_sparse_terabyte_template_costs_what_is_read(lane):
     512 MiB per member), and the readers' memory cgroup is charged them;
     every byte read is the template's."""
     r = run_vm("tests/guest/share/share-sparse.sh", **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "sparse: O(pages read), charged to the readers" in r.console, r.explain()
 
 
@@ -235,7 +229,7 @@ def test_binding_uses_the_creators_credentials_and_stays_on_the_template(lane):
     writes to it): the file is bound by its extents to the template's own
     file instead."""
     r = run_vm("tests/guest/share/share-creds.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "creds: the creator's credentials, no mount crossed" in r.console, r.explain()
 
 
@@ -247,7 +241,7 @@ def test_template_stays_write_denied_while_substituted_mappings_live(lane):
     holds the mapping, whose bytes stay the member's; once it exits the
     template can be written, and the member keeps its own bytes."""
     r = run_vm("tests/guest/share/share-template-writable.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "writable: the template's file is writable again" in r.console, r.explain()
 
 
@@ -263,7 +257,7 @@ def test_member_removal_and_group_delete_walk_in_bounded_batches(lane):
     1 M pages) takes ~10 minutes: `tests/vm/run -d 2G
     tests/guest/share/share-walks.sh 1048576 64 2`."""
     r = run_vm("tests/guest/share/share-walks.sh", "131072", "16", "1", **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "walks: bounded, no splat" in r.console, r.explain()
     if lane != "preempt":  # the base kernel has neither detector
         assert "walks: detectors armed" in r.console, r.explain()
@@ -282,10 +276,8 @@ def test_reflink_copies_under_new_names_share_the_templates_pages(lane):
     r = run_vm("tests/guest/share/share-reflink.sh", "64" if lane == "debug" else "32", "8",
                **LANES[lane],
                disks=("2G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^reflink: 8 copies: page cache ([\d.]+)x, device reads ([\d.]+)x",
-                  r.console, re.M)
-    assert m, r.explain()
+    ok(r)
+    m = search(r"^reflink: 8 copies: page cache ([\d.]+)x, device reads ([\d.]+)x", r)
     assert float(m.group(1)) <= 1.05 and float(m.group(2)) <= 1.05, m.group(0)
     assert "share-reflink: all checks passed" in r.console, r.explain()
 
@@ -298,7 +290,7 @@ def test_template_stays_read_only_and_undeletable_while_grouped(lane):
     after groups/delete the template can be made writable and deleted; no
     group on a writable template."""
     r = run_vm("tests/guest/share/share-template-readonly.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "readonly: writable and deletable once the groups are gone" in r.console, r.explain()
 
 
@@ -312,7 +304,7 @@ def test_a_template_written_through_an_old_descriptor_is_refused(lane):
     own bytes, never the owner's. Fails on the code before the fix: the
     group was made, and members read the bytes the owner wrote."""
     r = run_vm("tests/guest/share/share-template-writer.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "writer: groups/create refused a template open for writing" in r.console, r.explain()
     assert "writer: passed" in r.console, r.explain()
 
@@ -332,13 +324,13 @@ def test_a_throttled_container_does_not_stall_another_ones_reads(lane):
     the attacker's read."""
     r = run_vm("tests/guest/share/share-throttled-neighbour.sh", **LANES[lane], disks=("1G",),
                timeout=600)
-    assert r.status == 0, r.explain()
+    ok(r)
     for at in ("1000", "0"):
-        m = re.search(rf"^neighbour: a 4 KiB miss at page {at} read (\d+) template pages "
-                      rf"\(\d+ KiB\); a plain file's read: (\d+) pages$", r.console, re.M)
-        assert m and int(m.group(1)) <= int(m.group(2)), r.explain()
-    assert re.search(r"^neighbour: io_uring read of an alias behind the throttled read: "
-                     r"submission [\d.e-]+ s", r.console, re.M), r.explain()
+        m = search(rf"^neighbour: a 4 KiB miss at page {at} read (\d+) template pages "
+                   rf"\(\d+ KiB\); a plain file's read: (\d+) pages$", r)
+        assert int(m.group(1)) <= int(m.group(2)), r.explain()
+    search(r"^neighbour: io_uring read of an alias behind the throttled read: "
+           r"submission [\d.e-]+ s", r)
     assert "neighbour: passed" in r.console, r.explain()
 
 
@@ -356,15 +348,15 @@ def test_a_reader_never_waits_at_another_cgroups_throttled_rate(lane):
     it waited for it, beyond 60 s for a scope's window)."""
     r = run_vm("tests/guest/share/share-throttled-fleet.sh", **LANES[lane], disks=("1G",),
                timeout=600)
-    assert r.status == 0, r.explain()
+    ok(r)
     for kind in ("group", "scope"):
-        m = re.search(rf"^fleet: {kind}: the attacker's 4 MiB read at 512 KiB/s: its cgroup "
-                      r"read (\d+) KiB from the disk", r.console, re.M)
-        assert m and int(m.group(1)) < 1024, r.explain()
+        m = search(rf"^fleet: {kind}: the attacker's 4 MiB read at 512 KiB/s: its cgroup "
+                   r"read (\d+) KiB from the disk", r)
+        assert int(m.group(1)) < 1024, r.explain()
     for kind in ("group", "group, private mapping", "scope"):
-        assert re.search(rf"^fleet: {re.escape(kind)}: the victim's 4 KiB read returned while "
-                         r"the attacker's throttled read was in flight \(and stayed so 2 s "
-                         r"longer\): yes$", r.console, re.M), r.explain()
+        search(rf"^fleet: {re.escape(kind)}: the victim's 4 KiB read returned while "
+               r"the attacker's throttled read was in flight \(and stayed so 2 s "
+               r"longer\): yes$", r)
     assert "fleet: passed" in r.console, r.explain()
 
 
@@ -377,7 +369,7 @@ def test_a_substituted_private_mapping_follows_its_file_as_linux_does(lane):
     change, its own written page stays, and read() agrees. Fails on the
     code before: the pages kept the bytes of the time of mmap()."""
     r = run_vm("tests/guest/share/share-mmap-follows.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     for kind in ("group", "scope"):
         assert f"{kind}: follows: the mapping maps another file's pages: yes" in r.console, \
             r.explain()
@@ -396,10 +388,10 @@ def test_checks_on_a_substituted_mapping_see_the_member(lane):
     noexec mount shares and may execute (was refused); mmap() moves the
     member's atime as a plain file's (stayed: the template was touched)."""
     r = run_vm("tests/guest/share/share-mmap-checks.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
-    assert re.search(r"^checks: noexec member, PROT_READ: mmap ok mprotect EACCES "
-                     r"\(mmaps_shared \+1\)$", r.console, re.M), r.explain()
-    assert re.search(r"^checks: mmap\(\) of \S+/C/f: atime moved$", r.console, re.M), r.explain()
+    ok(r)
+    search(r"^checks: noexec member, PROT_READ: mmap ok mprotect EACCES "
+           r"\(mmaps_shared \+1\)$", r)
+    search(r"^checks: mmap\(\) of \S+/C/f: atime moved$", r)
     assert "checks: passed" in r.console, r.explain()
 
 
@@ -418,14 +410,13 @@ def test_substituted_mappings_name_compare_and_truncate_as_the_member(lane):
     too. Fails on the code before mm-patches/0013-0014 (template path,
     prctl returned 0, old bytes instead of SIGBUS)."""
     r = run_vm("tests/guest/share/share-backing-paths.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     for line in ("paths: core dump names the member and reads its mode",
                  "paths: PR_SET_MM_EXE_FILE: EBUSY from template, plain copy and member",
                  "share-backing-paths: all checks passed"):
         assert line in r.console, r.explain()
-    m = re.search(r"^paths: truncate under a private mapping: (\d+) outcomes, (\d+) differ",
-                  r.console, re.M)
-    assert m and int(m.group(1)) >= 10 and m.group(2) == "0", r.explain()
+    m = search(r"^paths: truncate under a private mapping: (\d+) outcomes, (\d+) differ", r)
+    assert int(m.group(1)) >= 10 and m.group(2) == "0", r.explain()
 
 
 # Shared extents: the hooks btrfs calls are the SMP-sensitive
@@ -446,7 +437,7 @@ def test_shared_extents_opt_in_per_scope_refuses_bad_input_and_frees_at_umount(l
     clean under lockdep, KASAN and kmemleak. Fails before the extents
     directory existed."""
     r = run_vm("tests/guest/extents/share-extents-optin.sh", **LANES[lane], disks=("1G", "256M"))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "extents opt-in: scopes enabled, refused and freed as expected" in r.console, \
         r.explain()
 
@@ -473,20 +464,17 @@ def test_reflinked_copies_and_writable_snapshots_share_one_copy_without_a_group(
     # hundred KiB during a read: a larger file keeps that under 1%.
     r = run_vm("tests/guest/extents/share-extents-reflink.sh", "64" if lane == "x86" else "32",
                **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     for what in ("reflinks", "snapshots"):
-        m = re.search(rf"^{what}: shared ([\d.]+)x memory ([\d.]+)x reads; "
-                      rf"stock ([\d.]+)x ([\d.]+)x", r.console, re.M)
-        assert m, r.explain()
+        m = search(rf"^{what}: shared ([\d.]+)x memory ([\d.]+)x reads; "
+                   rf"stock ([\d.]+)x ([\d.]+)x", r)
         assert float(m.group(1)) <= 1.01 and float(m.group(2)) <= 1.01, m.group(0)
         assert float(m.group(3)) >= 7.9 and float(m.group(4)) >= 7.9, m.group(0)
-    m = re.search(r"^busy: shared ([\d.]+)x memory ([\d.]+)x reads with a writer elsewhere; "
-                  r"busy writer: (\d+) writes/s", r.console, re.M)
-    assert m, r.explain()
+    m = search(r"^busy: shared ([\d.]+)x memory ([\d.]+)x reads with a writer elsewhere; "
+               r"busy writer: (\d+) writes/s", r)
     assert float(m.group(1)) <= 1.01 and float(m.group(2)) <= 1.01, m.group(0)
     assert int(m.group(3)) > 0, m.group(0)
-    assert re.search(r"^dedupe: two shared copies compared and deduplicated, \d+ KiB read",
-                     r.console, re.M), r.explain()
+    search(r"^dedupe: two shared copies compared and deduplicated, \d+ KiB read", r)
     assert "writes: every file reads its own bytes" in r.console, r.explain()
 
 
@@ -504,10 +492,9 @@ def test_reflinked_copies_of_compressed_files_share_one_decompressed_copy(lane):
     extents had canonical pages (they were read per file: 8x)."""
     r = run_vm("tests/guest/extents/share-extents-compressed.sh", "64" if lane == "x86" else "16",
                **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^compressed: shared ([\d.]+)x memory ([\d.]+)x reads; "
-                  r"stock ([\d.]+)x ([\d.]+)x", r.console, re.M)
-    assert m, r.explain()
+    ok(r)
+    m = search(r"^compressed: shared ([\d.]+)x memory ([\d.]+)x reads; "
+               r"stock ([\d.]+)x ([\d.]+)x", r)
     assert float(m.group(1)) <= 1.01 and float(m.group(2)) <= 1.01, m.group(0)
     assert float(m.group(3)) >= 7.9 and float(m.group(4)) >= 7.9, m.group(0)
     assert "writes: every file reads its own bytes" in r.console, r.explain()
@@ -528,10 +515,9 @@ def test_private_mappings_of_shared_extents_map_one_clone(lane):
     Fails before clones (each fault copied the canonical page: 8x)."""
     r = run_vm("tests/guest/extents/share-extents-mmap.sh", "64" if lane == "x86" else "16",
                **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
-    stock = re.search(r"^mmap stock: 8 mappings, page cache ([\d.]+)x", r.console, re.M)
-    shared = re.search(r"^mmap shared: 8 mappings, page cache ([\d.]+)x", r.console, re.M)
-    assert stock and shared, r.explain()
+    ok(r)
+    stock = search(r"^mmap stock: 8 mappings, page cache ([\d.]+)x", r)
+    shared = search(r"^mmap shared: 8 mappings, page cache ([\d.]+)x", r)
     assert float(stock.group(1)) >= 7.9, stock.group(0)
     assert float(shared.group(1)) <= 1.05, shared.group(0)
     assert "share-extents-mmap: all checks passed" in r.console, r.explain()
@@ -553,15 +539,12 @@ def test_a_tenant_who_holds_its_files_lock_stalls_no_mapping_freeze_or_writer(la
     victim waited too."""
     r = run_vm("tests/guest/extents/share-extents-mmap-stall.sh", **LANES[lane], disks=("1G",),
                timeout=600)
-    assert r.status == 0, r.explain()
-    assert re.search(r"^stall: attacker mapped in [\d.]+ s; mmaps_private \+1 mmaps_shared \+0$",
-                     r.console, re.M), r.explain()
-    assert re.search(r"^stall: freeze cycle [\d.]+ s .*remount read-only: ok$", r.console,
-                     re.M), r.explain()
-    assert re.search(r"^stall: victim mapped in [\d.]+ s; mmaps_shared \+1; attacker's read "
-                     r"still going: yes$", r.console, re.M), r.explain()
-    assert re.search(r"^stall: after the read, attacker mapped in [\d.]+ s; mmaps_shared \+1;",
-                     r.console, re.M), r.explain()
+    ok(r)
+    search(r"^stall: attacker mapped in [\d.]+ s; mmaps_private \+1 mmaps_shared \+0$", r)
+    search(r"^stall: freeze cycle [\d.]+ s .*remount read-only: ok$", r)
+    search(r"^stall: victim mapped in [\d.]+ s; mmaps_shared \+1; attacker's read "
+           r"still going: yes$", r)
+    search(r"^stall: after the read, attacker mapped in [\d.]+ s; mmaps_shared \+1;", r)
     assert "share-extents-mmap-stall: all checks passed" in r.console, r.explain()
 
 
@@ -578,14 +561,14 @@ def test_a_private_mapping_suffers_neither_its_file_size_limit_nor_a_frozen_file
     oldest clone itself, sleeping until the thaw."""
     r = run_vm("tests/guest/extents/share-extents-mmap-isolation.sh", **LANES[lane],
                disks=("1G", "1G"), timeout=600)
-    assert r.status == 0, r.explain()
-    m = re.search(r"^limits: 5 runs under ulimit -f 0 with a clone: 5 ran, mmaps_shared "
-                  r"\+(\d+)", r.console, re.M)
+    ok(r)
+    m = search(r"^limits: 5 runs under ulimit -f 0 with a clone: 5 ran, mmaps_shared "
+               r"\+(\d+)", r)
     # Each run maps busybox's clone at least once (its text; the loader
     # may map it more than once): 5 runs, 5 or more shared mappings.
-    assert m and int(m.group(1)) >= 5, r.explain()
-    assert re.search(r"^freeze: Y's mapper with X frozen: .*exited within 20 s: yes .*Y unmounted "
-                     r"before the thaw: yes", r.console, re.M), r.explain()
+    assert int(m.group(1)) >= 5, r.explain()
+    search(r"^freeze: Y's mapper with X frozen: .*exited within 20 s: yes .*Y unmounted "
+           r"before the thaw: yes", r)
     assert "share-extents-mmap-isolation: all checks passed" in r.console, r.explain()
 
 
@@ -602,9 +585,8 @@ def test_a_reader_pins_no_more_than_one_old_copy_of_a_file_it_maps(lane):
     # guest under TCG: 64 MiB there (the old code fails the space bound).
     r = run_vm("tests/guest/extents/share-extents-mmap-space.sh", "64" if lane == "x86" else "128",
                **LANES[lane], disks=("1G",), timeout=600)
-    assert r.status == 0, r.explain()
-    assert re.search(r"^space: 8 rewrites, each mapped by a reader: \d+ MiB used", r.console,
-                     re.M), r.explain()
+    ok(r)
+    search(r"^space: 8 rewrites, each mapped by a reader: \d+ MiB used", r)
     assert "share-extents-mmap-space: all checks passed" in r.console, r.explain()
 
 
@@ -617,9 +599,9 @@ def test_sharing_scopes_never_share_a_page_across_tenants(lane):
     scope's canonical mapping holds the file once; dropping tenant-b
     leaves tenant-a's pages and every file's bytes."""
     r = run_vm("tests/guest/extents/share-extents-scopes.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^scopes: page cache ([\d.]+)x, device reads ([\d.]+)x", r.console, re.M)
-    assert m and 2.99 <= float(m.group(1)) <= 3.02 and 2.99 <= float(m.group(2)) <= 3.02, \
+    ok(r)
+    m = search(r"^scopes: page cache ([\d.]+)x, device reads ([\d.]+)x", r)
+    assert 2.99 <= float(m.group(1)) <= 3.02 and 2.99 <= float(m.group(2)) <= 3.02, \
         r.explain()
     assert "scopes: tenant-b dropped, tenant-a kept" in r.console, r.explain()
 
@@ -635,7 +617,7 @@ def test_an_unprivileged_user_cannot_share_pages_with_a_file_it_cannot_read(lane
     of nobody's ever holds the secret's bytes, before and after
     drop_caches."""
     r = run_vm("tests/guest/extents/share-extents-permissions.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert "permissions: 7 attempts refused, the legitimate shares done" in r.console, \
         r.explain()
 
@@ -654,9 +636,9 @@ def test_snapshots_made_after_enable_follow_their_source_into_its_scope(lane):
     too; writes on both sides stay private."""
     r = run_vm("tests/guest/extents/share-extents-follow.sh", "64" if lane == "x86" else "32",
                **LANES[lane], disks=("2G",))
-    assert r.status == 0, r.explain()
-    m = re.search(r"^follow: page cache ([\d.]+)x, device reads ([\d.]+)x", r.console, re.M)
-    assert m and 1.99 <= float(m.group(1)) <= 2.03 and 1.99 <= float(m.group(2)) <= 2.03, \
+    ok(r)
+    m = search(r"^follow: page cache ([\d.]+)x, device reads ([\d.]+)x", r)
+    assert 1.99 <= float(m.group(1)) <= 2.03 and 1.99 <= float(m.group(2)) <= 2.03, \
         r.explain()
     assert "follow: disable keeps a lineage out, enable moves it, nobody follows only its own" \
         in r.console, r.explain()
@@ -678,7 +660,7 @@ def test_a_file_marked_unshared_is_asked_again_after_every_change(lane):
     pages, device reads under a tenth of the file. Before the fix both
     read the whole file from disk (aliased +0)."""
     r = run_vm("tests/guest/share/share-classify-changes.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
+    ok(r)
     assert r.console.count("aliased +1024 pages, device reads") == 2, r.explain()
     assert "classify-changes: every change asked again" in r.console, r.explain()
 
@@ -696,7 +678,7 @@ def test_a_throttled_reader_holds_only_its_own_scope(lane):
     with the right bytes."""
     r = run_vm("tests/guest/extents/share-extents-throttled-holder.sh", **LANES[lane],
                disks=("512M", "512M", "512M"))
-    assert r.status == 0, r.explain()
+    ok(r)
     for label in ("umount of B (scope b)", "extents/disable of B's subvolume (scope b emptied)",
                   "umount of C (no scope)"):
         assert f"holder: {label} ended within" in r.console, r.explain()
@@ -714,9 +696,8 @@ def test_a_groups_template_never_joins_a_sharing_scope(lane):
     groups/create on a subvolume that followed into a scope, are refused
     with a reason until the admin takes it out."""
     r = run_vm("tests/guest/share/share-template-in-scope.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
-    assert re.search(r"^template-in-scope: member pages shared with the template 10\d\d of 1024",
-                     r.console, re.M), r.explain()
+    ok(r)
+    search(r"^template-in-scope: member pages shared with the template 10\d\d of 1024", r)
     assert "template-in-scope: passed" in r.console, r.explain()
 
 
@@ -730,16 +711,16 @@ def test_a_canonical_page_whose_read_failed_is_read_again(lane):
     heals, and the copy's cold read must read the canonical page again
     (the old code: 0 canonical reads) and give the file's bytes."""
     r = run_vm("tests/guest/extents/share-extents-failed-read.sh", **LANES[lane], disks=("1G",))
-    assert r.status == 0, r.explain()
-    assert re.search(r"^failed-read: canonical read failures \+[1-9]\d*; the copy's cold read "
-                     r"then read [1-9]\d* canonical pages", r.console, re.M), r.explain()
+    ok(r)
+    search(r"^failed-read: canonical read failures \+[1-9]\d*; the copy's cold read "
+           r"then read [1-9]\d* canonical pages", r)
 
 
 def extents_torture(ops, debug, lane="debug", members=6, workers=1, compress=None):
     r = torture(ops, debug, lane, members, workers, script="tests/guest/extents/share-extents-torture.sh",
                 extra=("0", compress) if compress else ())
-    assert re.search(r"^extents torture: \d+ pages aliased, [1-9]\d* resolved, [1-9]\d* "
-                     r"canonical pages dropped", r.console, re.M), r.explain()
+    search(r"^extents torture: \d+ pages aliased, [1-9]\d* resolved, [1-9]\d* "
+           r"canonical pages dropped", r)
     return r
 
 
@@ -761,8 +742,7 @@ def test_randomized_torture_of_compressed_shared_extents():
     operations on the preemptible base kernel; at least one of the
     source's extents still compressed at the end)."""
     r = extents_torture(10000, debug=False, compress="zstd")
-    assert re.search(r"^compressed extents: [1-9]\d* of the source file's", r.console, re.M), \
-        r.explain()
+    search(r"^compressed extents: [1-9]\d* of the source file's", r)
 
 
 @pytest.mark.slow
