@@ -3,7 +3,7 @@
 # `make help` lists every target: each target's line ends with a `##`
 # comment that says what it does, `##@` lines name the groups, and other
 # `##` lines are printed as they are. A new target needs its `##` comment
-# (tests/test_make_help.py checks that every target has one).
+# (tests/harness/test_make_help.py checks that every target has one).
 
 ## Usage: make TARGET [VARIABLE=value ...]
 ## Variables: TOTALCOW_BUILD_DIR (where everything is built, default build/, git-ignored),
@@ -412,7 +412,7 @@ deb: ## Debian packages dm-totalcow-dkms and totalcowctl in $TOTALCOW_BUILD_DIR/
 # Those packages on a fresh Debian 12, a throwaway root in $(B)/deb-root:
 # DKMS builds the module for each kernel whose headers apt installs, and
 # apt exits 0 (tests/deb/test-packages; root; make check-lanes runs it, make
-# check not, for CI time; tests/test_packages.py is its pytest wrapper).
+# check not, for CI time; tests/packaging/test_packages.py is its pytest wrapper).
 deb-test: deb ## install those packages in a throwaway Debian 12 root, DKMS-build for 6.1 and 6.12 (root)
 	tests/deb/test-packages $(B)
 

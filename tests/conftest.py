@@ -1,35 +1,25 @@
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The longest runs first: tests/vm/slow-first.txt (written by
+# `tests/vm/vm-cost --slow-first` from a run's VM cost log) says why and
+# in what order. An entry is an xdist group (its tests by their mark) or
+# the start of a node id (a module, a test); the tests it does not name
+# keep their order after these.
+SLOW_FIRST_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vm", "slow-first.txt")
 
-from vmrun import X86_LANE_GROUP  # noqa: E402
 
-# The longest runs first. pytest-xdist (--dist loadgroup) hands work out
-# in collection order, a unit at a time as workers free up, so a long run
-# collected late keeps one worker busy after the others have finished:
-# the longest-first order shortens that tail. Largest first, by host CPU
-# seconds in the CI runs of 2026-11-27 and the session-49 runs
-# (tests/vm/vm-cost): the x86-64 lane's queue (every QEMU test, one after
-# another on one worker, about 1,400 s), then the UML runs of 150 s and
-# more. An entry is a node id or its start (a module); the tests it does
-# not name keep their order after these. Only the order changes: every
-# test runs as before, and a module's tests stay together.
-SLOW_FIRST = (
-    X86_LANE_GROUP,
-    "tests/integration/test_lxc.py::",
-    "tests/integration/test_bench.py::",
-    "tests/integration/test_registration.py::test_register_read_balance",
-    "tests/integration/test_podman.py::",
-    "tests/integration/test_dm_totalcow.py::test_memory_pressure_reclaims_the_cache",
-    "tests/integration/test_dm_totalcow.py::test_raw_io_of_every_shape",
-    "tests/integration/test_baseline.py::",
-)
+def read_slow_first(path=SLOW_FIRST_FILE):
+    """The entries of PATH in order: one a line, with "#" comments."""
+    with open(path) as f:
+        return [e for e in (line.split("#", 1)[0].strip() for line in f) if e]
+
+
+SLOW_FIRST = read_slow_first()
 
 
 def slow_rank(item):
     """Where ITEM goes: the index of the first SLOW_FIRST entry that names
-    it (the x86-64 lane's group by its mark), else after all of them."""
+    it (an xdist group by its mark), else after all of them."""
     groups = {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
     for i, entry in enumerate(SLOW_FIRST):
         if entry in groups or item.nodeid.startswith(entry):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import resource
 import subprocess
 import tempfile
@@ -116,6 +117,22 @@ class VMResult:
     def explain(self):
         return (f"VM exited {self.status}: {self.stderr.strip()}\n"
                 f"--- last lines of {self.path('console.log')} ---\n{self.tail()}")
+
+
+def ok(r):
+    """Fail the test unless the VM run R exited 0, with what it printed
+    last (R.explain()); return R."""
+    assert r.status == 0, r.explain()
+    return r
+
+
+def search(pattern, r, flags=re.M):
+    """The first match of PATTERN in R's console (re.M: ^ and $ match at
+    each line); fails the test with R.explain() when there is none. A
+    check that a line is absent says so itself (`not re.search(...)`)."""
+    m = re.search(pattern, r.console, flags)
+    assert m, r.explain()
+    return m
 
 
 def run_vm(script, *args, debug=True, disks=("2G",), mem=None, timeout=900,

@@ -36,8 +36,8 @@ def passed(r):
 def test_disk_model_charges_requests_not_bios():
     """The modelled hard disk's bandwidth limit is charged per request of at
     most 64 KiB: a 1 MiB read reaches the disk as 16 bios, and the model
-    leaves no device behind (tests/guest/bench-disk-model.sh)."""
-    passed(run_vm("tests/guest/bench-disk-model.sh", disks=("1G",), debug=False,
+    leaves no device behind (tests/guest/dm/bench-disk-model.sh)."""
+    passed(run_vm("tests/guest/dm/bench-disk-model.sh", disks=("1G",), debug=False,
                   name="bench-disk-model"))
 
 

@@ -59,23 +59,23 @@ def test_eight_snapshots_read_the_template_from_disk_once():
 
 @STOCK_NOT_IN_CHECK
 def test_raw_io_of_every_shape_matches_the_disk(lane):
-    passed(run_vm("tests/guest/dm-totalcow-raw.sh", disks=("64M",), **LANES[lane]))
+    passed(run_vm("tests/guest/dm/dm-totalcow-raw.sh", disks=("64M",), **LANES[lane]))
 
 
 @STOCK_NOT_IN_CHECK
 def test_btrfs_writes_into_cached_blocks_read_back(lane):
-    passed(run_vm("tests/guest/dm-totalcow-btrfs-writes.sh", disks=("1G",), **LANES[lane]))
+    passed(run_vm("tests/guest/dm/dm-totalcow-btrfs-writes.sh", disks=("1G",), **LANES[lane]))
 
 
 @STOCK
 def test_errors_below_propagate_and_are_never_cached(lane):
-    r = passed(run_vm("tests/guest/dm-totalcow-errors.sh", disks=("64M",), **LANES[lane]))
+    r = passed(run_vm("tests/guest/dm/dm-totalcow-errors.sh", disks=("64M",), **LANES[lane]))
     assert "flakey:" in r.console
 
 
 @STOCK
 def test_bad_tables_and_messages_are_rejected_and_change_nothing(lane):
-    passed(run_vm("tests/guest/dm-totalcow-bad-input.sh", disks=("64M",), **LANES[lane]))
+    passed(run_vm("tests/guest/dm/dm-totalcow-bad-input.sh", disks=("64M",), **LANES[lane]))
 
 
 @RACES_AND_STOCK
@@ -83,7 +83,7 @@ def test_fills_racing_writes_never_leave_stale_data(lane):
     """Three 20 s hammers (10 s under QEMU, where the writer and the
     readers run on CPUs of their own and TCG makes each operation slow)."""
     seconds = "20" if lane in UML else "10"
-    r = passed(run_vm("tests/guest/dm-totalcow-race.sh", seconds, disks=("64M",),
+    r = passed(run_vm("tests/guest/dm/dm-totalcow-race.sh", seconds, disks=("64M",),
                       mem=small_mem(lane), **LANES[lane]))
     lines = [l for l in r.console.splitlines() if l.startswith("race: ") and "errors" in l]
     assert len(lines) == 3 and all(l.endswith(" 0 errors") for l in lines), lines
@@ -92,7 +92,7 @@ def test_fills_racing_writes_never_leave_stale_data(lane):
 @pytest.mark.slow
 @CONCURRENT
 def test_memory_pressure_reclaims_the_cache(lane):
-    passed(run_vm("tests/guest/dm-totalcow-shrinker.sh", "768", "900",
+    passed(run_vm("tests/guest/dm/dm-totalcow-shrinker.sh", "768", "900",
                   mem="1536M", disks=("1G",), **LANES[lane]))
 
 
@@ -108,7 +108,7 @@ def test_fills_read_into_own_pages_and_readers_wait_for_them(lane):
     # QEMU: 40 tries and 8 s rounds; the scribbler runs on its own CPU
     # throughout each read there, which one CPU gives only at preemptions.
     tries, seconds = ("150", "15") if lane in UML else ("40", "8")
-    r = passed(run_vm("tests/guest/dm-totalcow-fills.sh", tries, seconds,
+    r = passed(run_vm("tests/guest/dm/dm-totalcow-fills.sh", tries, seconds,
                       disks=("256M",), mem=small_mem(lane), timeout=1800, **LANES[lane]))
     scribbles = re.findall(r"^scribble: (\d+) tries, (\d+) wrong reads, (\d+) I/O errors$",
                            r.console, re.M)
@@ -122,7 +122,7 @@ def test_fills_read_into_own_pages_and_readers_wait_for_them(lane):
 
 @CONCURRENT_AND_STOCK
 def test_a_stuck_write_blocks_only_its_own_device_and_adds_are_killable(lane):
-    r = passed(run_vm("tests/guest/dm-totalcow-stuck-write.sh", disks=("64M", "64M"),
+    r = passed(run_vm("tests/guest/dm/dm-totalcow-stuck-write.sh", disks=("64M", "64M"),
                       timeout=600, **LANES[lane]))
     assert "killed adds changed nothing" in r.console
     # dm-totalcow.ko has no sysfs layer: the script says what it skipped.
@@ -142,7 +142,7 @@ def test_readers_in_cgroups_of_their_own_share_fills_and_limits_stall_nobody(lan
     take for a tenth; a fill charged to another subtree's throttled cgroup
     is not waited for. Fails if readers wait for every fill whatever holds
     it (3 and 4 stall) and on the old rule (1-3 read more)."""
-    r = passed(run_vm("tests/guest/dm-totalcow-cgroups.sh", disks=("64M",),
+    r = passed(run_vm("tests/guest/dm/dm-totalcow-cgroups.sh", disks=("64M",),
                       timeout=900, **LANES[lane]))
     rounds = re.findall(r"^cgroups: (\d+) readers in \d+ cgroups read the range ([\d.]+)x",
                         r.console, re.M)

@@ -22,7 +22,7 @@ def test_busybox_clones_join_share_and_leave():
     template's destroy removes the group; 8 clones of an unregistered
     template with the same hooks run as plain LXC (8x); refusals change
     nothing."""
-    r = run_vm("tests/guest/lxc-fleet.sh", "8", disks=("2G",))
+    r = run_vm("tests/guest/fleet/lxc-fleet.sh", "8", disks=("2G",))
     assert r.status == 0, r.explain()
     assert re.search(r"^lxc-fleet: 8 clones joined group bb at lxc-copy$", r.console, re.M), \
         r.explain()
@@ -48,7 +48,7 @@ def test_unprivileged_clones_join_by_lineage_and_share():
     (<= 1.2x one clone) where clones of an unregistered twin do not (>= 7.2x);
     a write stays in its clone, a destroyed clone leaves, `container
     restore` brings the group back."""
-    r = run_vm("tests/guest/lxc-unprivileged.sh", "8", disks=("2G",))
+    r = run_vm("tests/guest/fleet/lxc-unprivileged.sh", "8", disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^lxc-unpriv: totalcow: 8 unprivileged clones, page cache ([\d.]+)x one "
                   r"clone, device reads ([\d.]+)x, (\d+) pages shared, (\d+) mappings",

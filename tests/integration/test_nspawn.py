@@ -20,7 +20,7 @@ def test_nspawn_clones_of_a_readonly_image_share():
     container), again when started a second time; 8 clones of an
     unregistered twin image: >= 7.2x. A write stays in its container;
     ephemeral containers (-x) join and leave; a deleted clone leaves."""
-    r = run_vm("tests/guest/nspawn-fleet.sh", "8", disks=("2G",))
+    r = run_vm("tests/guest/fleet/nspawn-fleet.sh", "8", disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^nspawn-fleet: totalcow: 8 containers, page cache ([\d.]+)x one "
                   r"container, device reads ([\d.]+)x, (\d+) pages shared, (\d+) mappings",

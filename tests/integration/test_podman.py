@@ -20,7 +20,7 @@ def test_podman_containers_of_a_registered_layer_share():
     container); 8 of an unregistered twin image: >= 7.2x. A write stays in
     its container; removed containers leave; `podman rmi` of the registered
     image fails without touching the layer, and finishes once unregistered."""
-    r = run_vm("tests/guest/podman-fleet.sh", "8", disks=("2G",))
+    r = run_vm("tests/guest/fleet/podman-fleet.sh", "8", disks=("2G",))
     assert r.status == 0, r.explain()
     m = re.search(r"^podman-fleet: totalcow: 8 containers, page cache ([\d.]+)x one "
                   r"container, device reads ([\d.]+)x, (\d+) pages shared, (\d+) mappings",

@@ -19,7 +19,7 @@ def test_translation_agrees_with_btrfs_map_logical():
     checks the tool's arithmetic against btrfs-progs on stock btrfs, so it
     runs in the base kernel (6 minutes under the debug kernel, 1 here); the
     sysfs layer it writes to is exercised under the debug kernel below."""
-    r = passed(run_vm("tests/guest/totalcowctl-translation.sh", disks=("2G", "2G"),
+    r = passed(run_vm("tests/guest/tool/totalcowctl-translation.sh", disks=("2G", "2G"),
                       debug=False))
     for profile in ("single", "dup", "raid1", "compressed"):
         assert re.search(rf"^{profile}: \d+ ranges, same as btrfs-map-logical$",
@@ -28,7 +28,7 @@ def test_translation_agrees_with_btrfs_map_logical():
 
 @pytest.mark.slow
 def test_register_read_balance_refresh_deregister_and_bad_input():
-    r = passed(run_vm("tests/guest/totalcowctl-snapshots.sh", disks=("2G",)))
+    r = passed(run_vm("tests/guest/tool/totalcowctl-snapshots.sh", disks=("2G",)))
     ratios = dict(re.findall(r"^(registered|after balance|after refresh|deregistered): .*?"
                              r"([\d.]+)x", r.console, re.M))
     assert float(ratios["registered"]) <= 1.01, ratios
@@ -43,7 +43,7 @@ def test_totalcowctl_refresh_status_and_exit_codes_as_documented():
     no staging template; status works without the sysfs layer (DKMS) and
     refuses non-root with exit 5; a device node btrfs names that is gone is
     a clear refusal; exit codes and symlinked paths as documented."""
-    r = passed(run_vm("tests/guest/totalcowctl-admin.sh", disks=("1G", "1G"),
+    r = passed(run_vm("tests/guest/tool/totalcowctl-admin.sh", disks=("1G", "1G"),
                       debug=False))
     assert "totalcowctl admin: all as documented" in r.console, r.explain()
 
@@ -55,6 +55,6 @@ def test_templates_without_the_sysfs_layer_go_by_dmsetup_messages():
     prints, a snapshot's second read hits its cache, a refresh after a
     rewrite leaves the new ranges, a refresh after a table reload
     registers the template again, and del removes it."""
-    r = passed(run_vm("tests/guest/totalcowctl-dm-only.sh", disks=("1G",), debug=False))
+    r = passed(run_vm("tests/guest/tool/totalcowctl-dm-only.sh", disks=("1G",), debug=False))
     assert "totalcowctl dm-only: add, list, refresh and del through dmsetup messages" \
         in r.console, r.explain()

@@ -13,7 +13,7 @@ CLOSING = re.compile(r"^writeback-race: (\d+) tries, (\d+) wrong reads, (\d+) lo
 
 
 def writeback_race(lane):
-    r = run_vm("tests/guest/share-writeback-race.sh", "320", disks=("1G",),
+    r = run_vm("tests/guest/share/share-writeback-race.sh", "320", disks=("1G",),
                timeout=900, **LANES[lane])
     m = CLOSING.search(r.console)
     assert r.status == 0, r.explain()
@@ -90,7 +90,7 @@ def test_a_member_added_while_its_files_are_classified_shares(lane):
     takes its mark back when a reclassification began meanwhile) 11 files
     were lost in 6 of 100 tries; such code passes 100 tries with
     probability 0.94^100, 0.2%."""
-    r = run_vm("tests/guest/share-classify-race.sh", str(CLASSIFY_TRIES), disks=("1G",),
+    r = run_vm("tests/guest/share/share-classify-race.sh", str(CLASSIFY_TRIES), disks=("1G",),
                mem=small_mem(lane), timeout=900, **{**LANES[lane], "smp": 4})
     assert r.status == 0, r.explain()
     m = CLASSIFY.search(r.console)
@@ -124,7 +124,7 @@ def test_private_mappings_of_shared_extents_race_their_files_changing(lane):
     mapping only pages of its own file. Both paths must be taken (clone
     and private), with no mismatch. Fails before clones (no mapping maps
     one)."""
-    r = run_vm("tests/guest/share-extents-mmap-race.sh", "60", disks=("2G",),
+    r = run_vm("tests/guest/extents/share-extents-mmap-race.sh", "60", disks=("2G",),
                timeout=900, **{**LANES[lane], "smp": 4})
     assert r.status == 0, r.explain()
     m = MMAP_RACE.search(r.console)
