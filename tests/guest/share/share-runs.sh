@@ -14,6 +14,7 @@
 #      open, even after an unpairing made the source writable
 #   4. reads at unaligned offsets across run boundaries
 . "$TOTALCOW_TOP/tests/vm/lib.sh"
+. "$TOTALCOW_TOP/tests/guest/share/read-counted.sh"
 mnt=/mnt/btrfs
 py="python3 $TOTALCOW_TOP/tests/guest/share/share-backing-file.py"
 btrfs_mount /dev/$DISK0 $mnt
@@ -33,15 +34,10 @@ cmp -s $mnt/M/f $mnt/T/f && die "the member did not differ"
 $py pair $mnt/M $mnt/T || die "pair"
 
 # 1. Runs: only the member's own blocks come from the disk.
-echo 1 > /proc/sys/vm/drop_caches
-cat $mnt/T/f > /dev/null
-rd0=$(sectors_read "$DISK0")
-got=$(sha256sum < $mnt/M/f | cut -d' ' -f1)
-rd1=$(sectors_read "$DISK0")
-own=$($py cached $mnt/M/f)
-bytes=$(((rd1 - rd0) * 512))
+read_counted $mnt/M/f $mnt/T/f
+own=$OWN_PAGES bytes=$READ_BYTES
 echo "runs: member read $bytes bytes from the disk, own cache $own pages"
-[ "$got" = "$want" ] || die "the member read other bytes by runs"
+[ "$SUM" = "$want" ] || die "the member read other bytes by runs"
 pages=$(((4096 + 65536) / $(getconf PAGESIZE)))
 [ "$own" = "$pages" ] || die "own cache $own pages, want $pages (its changed blocks)"
 # Its own 68 KiB and the metadata of its changed tree: not 8 MiB.
