@@ -181,8 +181,19 @@ dm_layer_off() {
 
 # share_on GROUP TEMPLATE_DIR MEMBER_DIR...: TotalCOW layer 2, a page-cache
 # sharing group of a read-only template subvolume and its snapshots.
+# On a kernel of the 7.3 series (mm-patches/7.3/: no policy module, no
+# sysfs) each member subvolume is paired with the template instead
+# (BTRFS_IOC_SHARE_SUBVOL), which binds or reads by runs at open.
 share_on() {
 	local group=$1 template=$2 m; shift 2
+	if [ ! -d /sys/kernel/mm/totalcow ]; then
+		SHARE_PAIRED=("$@")
+		for m in "$@"; do
+			python3 "$TOTALCOW_TOP/tests/guest/share/share-backing-file.py" pair "$m" "$template" ||
+				die "share_on: cannot pair $m with $template"
+		done
+		return 0
+	fi
 	echo "$group $template" > /sys/kernel/mm/totalcow/groups/create
 	for m in "$@"; do
 		echo "$group $m" > /sys/kernel/mm/totalcow/groups/add
@@ -197,6 +208,15 @@ share_stats() {
 
 # share_off GROUP: print the group's counters and delete it.
 share_off() {
+	local m
+	if [ ! -d /sys/kernel/mm/totalcow ]; then
+		for m in "${SHARE_PAIRED[@]}"; do
+			python3 "$TOTALCOW_TOP/tests/guest/share/share-backing-file.py" unpair "$m" ||
+				die "share_off: cannot unpair $m"
+		done
+		SHARE_PAIRED=()
+		return 0
+	fi
 	sed "s/^/share $1: /" "/sys/kernel/mm/totalcow/groups/$1/stats"
 	echo "$1" > /sys/kernel/mm/totalcow/groups/delete
 }
