@@ -138,12 +138,14 @@ kunit-x86: $(KERNEL_X86_DEBUG) ## run the KUnit suites in the x86-64 debug kerne
 # kernel: Debian 12's 6.1, the 6.12 the test kernels come from (also
 # through DKMS), Debian 13's 6.12 (also through DKMS) and the newest
 # kernel of Debian 13's trixie-backports (tests/vm/fetch-headers,
-# tests/vm/debian-kernels.sh). W=1; any warning fails. One line per kernel.
+# tests/vm/debian-kernels.sh). W=1; any warning fails. One line per kernel
+# (once per release: the pinned 6.12 is Debian 13's newest until Debian
+# moves on).
 MODULE_KERNELS := 6.1 6.12 6.12-trixie newest
 modules: ## build dm-totalcow.ko out of tree, W=1, against Debian's 6.1, 6.12 and newest headers
 	@tests/vm/install-deps
 	@hdrs=$$(tests/vm/fetch-headers $(B) $(MODULE_KERNELS)) && \
-	echo "$$hdrs" | while read -r hdr vars; do \
+	echo "$$hdrs" | awk '!seen[$$0]++' | while read -r hdr vars; do \
 		tests/vm/build-module $(OOT)/$${hdr##*/linux-headers-} $$hdr $$vars || exit 1; \
 	done
 
