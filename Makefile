@@ -67,11 +67,11 @@ help: ## this list, made from the ## comments on the targets' lines in the Makef
 			d = line; sub(/^[^#]*## /, "", d); printf "  %-20s %s\n", t, d } \
 		{ line = "" }' $(firstword $(MAKEFILE_LIST))
 
-deps: ## apt-get install the pinned kernel source and every tool (no kernel image is installed)
+deps: ## apt-get install every tool (no kernel source or image: those are downloaded into the build directory)
 	@tests/vm/install-deps
 
-tree: $(TREE_STAMP) ## unpack the kernel into $TOTALCOW_BUILD_DIR/linux, apply mm-patches/series, graft module/ and sysfs/
-$(TREE_STAMP): mm-patches/series $(wildcard mm-patches/*.patch) tests/vm/prepare-tree \
+tree: $(TREE_STAMP) ## the pinned linux-source-6.12 (mm-patches/PIN) in $TOTALCOW_BUILD_DIR/linux, with mm-patches/series, module/ and sysfs/
+$(TREE_STAMP): mm-patches/series mm-patches/PIN $(wildcard mm-patches/*.patch) tests/vm/prepare-tree \
 		$(wildcard module/*/Kconfig sysfs/Kconfig)
 	@tests/vm/install-deps
 	tests/vm/prepare-tree $(B)
@@ -138,12 +138,14 @@ kunit-x86: $(KERNEL_X86_DEBUG) ## run the KUnit suites in the x86-64 debug kerne
 # kernel: Debian 12's 6.1, the 6.12 the test kernels come from (also
 # through DKMS), Debian 13's 6.12 (also through DKMS) and the newest
 # kernel of Debian 13's trixie-backports (tests/vm/fetch-headers,
-# tests/vm/debian-kernels.sh). W=1; any warning fails. One line per kernel.
+# tests/vm/debian-kernels.sh). W=1; any warning fails. One line per kernel
+# (once per release: the pinned 6.12 is Debian 13's newest until Debian
+# moves on).
 MODULE_KERNELS := 6.1 6.12 6.12-trixie newest
 modules: ## build dm-totalcow.ko out of tree, W=1, against Debian's 6.1, 6.12 and newest headers
 	@tests/vm/install-deps
 	@hdrs=$$(tests/vm/fetch-headers $(B) $(MODULE_KERNELS)) && \
-	echo "$$hdrs" | while read -r hdr vars; do \
+	echo "$$hdrs" | awk '!seen[$$0]++' | while read -r hdr vars; do \
 		tests/vm/build-module $(OOT)/$${hdr##*/linux-headers-} $$hdr $$vars || exit 1; \
 	done
 
@@ -226,6 +228,14 @@ check-7.3: kernel-7.3 kernel-x86-7.3 ## checkpatch on the 7.3 series, and its te
 # under $(B)/series-check (never installed); says which patch fails, where.
 series-check: ## does mm-patches/series apply to the newest linux-source-6.12 of bookworm and trixie?
 	tests/vm/series-applies $(B)
+
+# Move mm-patches/PIN to Debian 13's newest linux-source-6.12 if the series
+# applies to it, and build the tree and the base UML kernel from it
+# (tests/vm/repin); commit mm-patches/PIN after it.
+.PHONY: repin
+repin: ## pin Debian 13's newest linux-source-6.12 (mm-patches/PIN) if the series applies; build kernel-base
+	@tests/vm/install-deps
+	tests/vm/repin $(B)
 
 # The developer's inner loop: kernels, lint, KUnit and the integration tests
 # not marked slow (pytest.ini); `make check` runs everything.
@@ -419,13 +429,13 @@ deb-test: deb ## install those packages in a throwaway Debian 12 root, DKMS-buil
 # The patched kernel as linux-image and linux-headers packages (bindeb-pkg,
 # in $(B)/deb/kernel-<flavour>/): deb-kernel from the x86-64 lane's debug
 # kernel (make check builds it: a relink and the packaging, about a
-# minute), deb-kernel-debian from Debian 12's own 6.12 configuration (a
-# long build: docs/install.md).
+# minute), deb-kernel-debian from Debian's own configuration of the
+# pinned 6.12 (mm-patches/PIN; a long build: docs/install.md).
 deb-kernel: $(KERNEL_X86_DEBUG) ## the patched x86-64 debug kernel as linux-image/linux-headers packages
 	@tests/vm/install-deb-deps
 	tests/deb/build-kernel-package $(B) x86-debug
 
-deb-kernel-debian: $(TREE_STAMP) ## the same from Debian 12's own 6.12 configuration (a long build)
+deb-kernel-debian: $(TREE_STAMP) ## the same from Debian's own configuration of the pinned 6.12 (a long build)
 	@tests/vm/install-deb-deps
 	tests/deb/build-kernel-package $(B) debian
 

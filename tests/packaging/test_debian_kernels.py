@@ -3,7 +3,8 @@
 only once its linux-image is published at its headers' version. Debian
 uploads the signed image after the build it signs, so new headers can be
 in the lists for days without it (6.1.0-57 on 2026-11-28: `make check`
-then failed to download the image of the release it had built for)."""
+then failed to download the image of the release it had built for).
+And what the pin files (mm-patches/PIN, mm-patches/7.3/PIN) say."""
 
 import os
 import subprocess
@@ -123,3 +124,57 @@ def test_a_dependency_too_old_for_its_constraint_is_refused(tmp_path):
         ("linux-kbuild-6.1", "6.1.176-1"),
     ])
     assert rc == 1 and "needs linux-kbuild-6.1 (>= 6.1.192-2)" in out[-1], out
+
+
+def pin_file(path):
+    """PIN_PKG, PIN_VER and the 6.12 kernel release ("-" for none) that
+    read_pin and pin_release make of the PIN file PATH (mm-patches/PIN's
+    format); neither looks at apt."""
+    r = subprocess.run(["bash", "-c", 'die() { echo "die: $*"; exit 1; }\n'
+                        f". {TOP}/tests/vm/debian-kernels.sh\nread_pin {path}\n"
+                        'echo "$PIN_PKG $PIN_VER $(pin_release "$PIN_VER" || echo -)"\n'],
+                       capture_output=True, text=True, env=dict(os.environ, bdir="/nonexistent"))
+    return r.returncode, r.stdout.strip()
+
+
+def pin(tmp_path, text):
+    f = tmp_path / "PIN"
+    f.write_text(text)
+    return pin_file(f)
+
+
+@pytest.mark.parametrize("text, expected", [
+    pytest.param("linux-source-6.12 6.12.118-1\n",
+                 "linux-source-6.12 6.12.118-1 6.12.118+deb13-amd64", id="debian_13"),
+    pytest.param("# moved by make repin\n\nlinux-source-6.12 6.12.115-2\n",
+                 "linux-source-6.12 6.12.115-2 6.12.115+deb13-amd64", id="comments_skipped"),
+    # Debian 12's and a backport's versions have no packages in the
+    # private lists of Debian 13: no release for them.
+    pytest.param("linux-source-6.12 6.12.117-1~deb12u1\n",
+                 "linux-source-6.12 6.12.117-1~deb12u1 -", id="debian_12_has_no_release"),
+    pytest.param("linux-source-7.3 7.3.4-1~bpo13+1\n",
+                 "linux-source-7.3 7.3.4-1~bpo13+1 -", id="7.3_backport"),
+])
+def test_a_pin_names_a_package_and_its_version(tmp_path, text, expected):
+    assert pin(tmp_path, text) == (0, expected)
+
+
+@pytest.mark.parametrize("text", [
+    "linux-source-6.12\n", "6.12.118-1\n", "linux-image-6.12 6.12.118-1\n",
+    "linux-source-6.12 6.12.118-1 extra\n", "",
+])
+def test_a_malformed_pin_is_refused(tmp_path, text):
+    rc, out = pin(tmp_path, text)
+    assert rc == 1 and "not \"linux-source-<X.Y> <version>\"" in out, out
+
+
+def test_the_committed_pins_parse():
+    # The 6.12 pin is a Debian 13 version (the stock lane's "6.12" and
+    # deb-kernel-debian need its kernel release); the 7.3 pin a package.
+    for path, release in (("mm-patches/PIN", True), ("mm-patches/7.3/PIN", False)):
+        rc, out = pin_file(os.path.join(TOP, path))
+        assert rc == 0, out
+        pkg, ver, rel = out.split()
+        assert pkg.startswith("linux-source-") and ver
+        assert (rel != "-") == release, out
+

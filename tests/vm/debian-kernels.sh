@@ -1,15 +1,18 @@
 # shellcheck shell=bash
 # Which Debian kernel each of our names means, and apt access to its
 # packages without installing anything: sourced by tests/vm/fetch-headers
-# (headers for the out-of-tree build) and tests/vm/fetch-stock-kernel
-# (the kernel image the stock lane boots).
+# (headers for the out-of-tree build), tests/vm/fetch-stock-kernel
+# (the kernel image the stock lane boots), and for the pinned Linux
+# sources by tests/vm/prepare-tree, tests/vm/series-applies and
+# tests/vm/repin.
 #
 # The names (one kernel release each, looked up when called):
 #   6.1          Debian 12's default kernel: the newest
 #                linux-headers-6.1.0-<N>-amd64 in the host's apt lists
 #                whose linux-image is there too
-#   6.12         the installed linux-source-6.12's version (bookworm-security):
-#                the kernel the test kernels come from
+#   6.12         the pinned 6.12 (mm-patches/PIN: Debian 13's linux-source-6.12
+#                at one version, from trixie or trixie-security): the
+#                kernel the test kernels come from
 #   6.12-trixie  Debian 13's 6.12: the newest 6.12.<y>+deb13 in trixie and
 #                trixie-security
 #   newest       the newest <release>-amd64 in Debian 13's trixie-backports
@@ -28,6 +31,7 @@
 # status; the host's apt configuration is not touched; the lists are
 # refreshed when a day old). Needs $bdir and die().
 : "${bdir:?tests/vm/debian-kernels.sh needs bdir, the build directory}"
+DEBIAN_KERNELS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 DEBIAN_KERNEL_NAMES="6.1 6.12 6.12-trixie newest"
 
@@ -113,11 +117,13 @@ resolve_kernel() {
 	APT_OPTS=()
 	case "$1" in
 	6.12)
-		VER=$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)
-		[ -n "$VER" ] || die "linux-source-6.12 is not installed (make deps)"
-		# 6.12.117-1~deb12u1 -> kernel release 6.12.117+deb12-amd64
-		RELEASE=$(echo "$VER" | sed -E 's/^([0-9.]+)-.*~deb([0-9]+)u[0-9]+$/\1+deb\2-amd64/')
-		[ "$RELEASE" != "$VER" ] || die "cannot derive the kernel release from $VER"
+		read_pin "$DEBIAN_KERNELS_TOP/mm-patches/PIN"
+		RELEASE=$(pin_release "$PIN_VER") ||
+			die "mm-patches/PIN: $PIN_VER is not a Debian 13 version of 6.12 (6.12.<y>-<n>)"
+		VER=$PIN_VER
+		apt_private
+		apt-cache "${APT_OPTS[@]}" show "linux-headers-$RELEASE=$VER" >/dev/null 2>&1 ||
+			die "no linux-headers-$RELEASE $VER (mm-patches/PIN) in trixie or trixie-security (make repin)"
 		;;
 	6.1)
 		pkg=$(newest_package '^linux-headers-6\.1\.0-[0-9]+-amd64$')
@@ -142,6 +148,53 @@ resolve_kernel() {
 		VER=$(candidate "$pkg")
 	fi
 	[ -n "$VER" ] || die "no version of linux-headers-$RELEASE in the apt lists"
+}
+
+# read_pin FILE: the package and version a PIN file names (mm-patches/PIN,
+# mm-patches/7.3/PIN: one line "linux-source-<X.Y> <Debian version>";
+# blank lines and lines starting with # are skipped), in PIN_PKG and PIN_VER.
+read_pin() {
+	local line
+	PIN_PKG="" PIN_VER=""
+	[ -f "$1" ] || die "no $1"
+	while read -r line; do
+		case "$line" in ''|\#*) continue ;; esac
+		read -r PIN_PKG PIN_VER line <<< "$line"
+		break
+	done < "$1"
+	[[ $PIN_PKG =~ ^linux-source-[0-9]+\.[0-9]+$ ]] && [ -n "$PIN_VER" ] && [ -z "$line" ] ||
+		die "$1: not \"linux-source-<X.Y> <version>\""
+}
+
+# pin_release VERSION: the kernel release (uname -r of Debian's amd64
+# image) of a Debian 13 linux-source-6.12 version: 6.12.118-1 ->
+# 6.12.118+deb13-amd64. Fails for any other (6.12.117-1~deb12u1 is
+# Debian 12's, whose packages the private lists do not have).
+pin_release() {
+	[[ $1 =~ ^(6\.12\.[0-9]+)-[0-9]+$ ]] || return 1
+	echo "${BASH_REMATCH[1]}+deb13-amd64"
+}
+
+# source_tarball PKG VER [WHAT]: sets TARBALL to the Linux tarball of
+# package PKG (linux-source-<X.Y>) at version VER, unpacked from its .deb
+# (never installed) into $bdir/src/PKG-VER once and kept there (150-250
+# MB, with the package's Debian changelog in usr/share/doc/). The .deb comes through the apt lists
+# APT_OPTS names if it is set (apt_private ... first), else Debian 13's
+# private ones; WHAT, for the error message, says where VER came from.
+source_tarball() {
+	local pkg=$1 ver=$2 what=${3:-$1 $2} src=$bdir/src/$1-$2
+	TARBALL=$(ls "$src"/usr/src/"$pkg".tar.* 2>/dev/null | head -n 1 || true)
+	[ -z "$TARBALL" ] || return 0
+	[ -v APT_OPTS ] || apt_private
+	apt-cache "${APT_OPTS[@]}" show "$pkg=$ver" >/dev/null 2>&1 ||
+		die "no $pkg $ver in the apt lists ($what)"
+	echo "${0##*/}: downloading $pkg $ver (about 150 MB, never installed) into $src" >&2
+	rm -rf "$src" && mkdir -p "$src/deb"
+	download "$src/deb" "$pkg=$ver"
+	dpkg-deb -x "$src"/deb/"$pkg"_*.deb "$src"
+	rm -rf "$src/deb"
+	TARBALL=$(ls "$src"/usr/src/"$pkg".tar.* 2>/dev/null | head -n 1 || true)
+	[ -n "$TARBALL" ] || die "$pkg $ver has no /usr/src/$pkg.tar.*"
 }
 
 # apt-get download "$@" into directory $1, quietly; once more after an
