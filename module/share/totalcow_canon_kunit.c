@@ -733,7 +733,7 @@ static struct kunit_case tc_canon_cases[] = {
 };
 
 static struct kunit_suite tc_canon_suite = {
-	.name = "totalcow-canon",
+	.name = "totalcow_canon",
 	.test_cases = tc_canon_cases,
 };
 

@@ -875,7 +875,7 @@ static struct kunit_case tc_policy_cases[] = {
 };
 
 static struct kunit_suite tc_policy_suite = {
-	.name = "totalcow-share-policy",
+	.name = "totalcow_share_policy",
 	.init = tc_policy_init,
 	.exit = tc_policy_exit,
 	.test_cases = tc_policy_cases,
