@@ -801,7 +801,7 @@ int __init tc_bind_init(void)
 	return rhashtable_init(&tc_files, &tc_file_params);
 }
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_POLICY_KUNIT_TEST)
 int tc_file_hash(struct tc_file *tf)
 {
 	return rhashtable_insert_fast(&tc_files, &tf->node, tc_file_params);
@@ -811,6 +811,8 @@ void tc_file_unhash(struct tc_file *tf)
 {
 	rhashtable_remove_fast(&tc_files, &tf->node, tc_file_params);
 }
+#endif
 
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_BIND_KUNIT_TEST)
 #include "totalcow_bind_kunit.c"
 #endif

@@ -113,7 +113,7 @@ bool tc_file_proven(struct tc_file *tf, u64 *version);
 
 int tc_bind_init(void);
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_POLICY_KUNIT_TEST)
 /* For totalcow_share_policy_kunit.c: a binding made by hand. */
 int tc_file_hash(struct tc_file *tf);
 void tc_file_unhash(struct tc_file *tf);

@@ -713,6 +713,6 @@ struct inode *tc_btrfs_extent_template(struct inode *member,
 	return found;
 }
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_BTRFS_KUNIT_TEST)
 #include "totalcow_btrfs_kunit.c"
 #endif

@@ -1748,6 +1748,6 @@ static int __init tc_canon_init(void)
 }
 fs_initcall(tc_canon_init);
 
-#ifdef CONFIG_TOTALCOW_SHARE_KUNIT_TEST
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_CANON_KUNIT_TEST)
 #include "totalcow_canon_kunit.c"
 #endif

@@ -917,6 +917,6 @@ int __init tc_groups_init(void)
 	return err;
 }
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_GROUP_KUNIT_TEST)
 #include "totalcow_group_kunit.c"
 #endif

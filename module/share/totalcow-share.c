@@ -651,6 +651,6 @@ static int __init totalcow_share_init(void)
 }
 late_initcall_sync(totalcow_share_init);
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_POLICY_KUNIT_TEST)
 #include "totalcow_share_policy_kunit.c"
 #endif
