@@ -15,7 +15,7 @@
  * policy's static functions. The member and the template are two inodes
  * of a throw-away anonymous superblock with folios of known bytes in their
  * page caches; the binding between them is a tc_file made by hand and
- * entered in the lookup table (tc_file_hash()) as tc_file_bind() would.
+ * entered in the lookup table (tc_file_hash()) as tc_file_bind() does.
  * What needs btrfs (binding by path and extents, the extent proof) is
  * tested in UML against real btrfs (tests/integration/test_share.py).
  */
@@ -83,7 +83,9 @@ static int tc_policy_init(struct kunit *test)
 	INIT_LIST_HEAD(&tf->list);
 	INIT_LIST_HEAD(&tf->mlist);
 	xa_init_flags(&tf->sigs, XA_FLAGS_ACCOUNT);
+	spin_lock(&tc_files_lock);
 	err = tc_file_hash(tf);
+	spin_unlock(&tc_files_lock);
 	if (err)
 		return err;
 	t->hashed = true;
@@ -97,7 +99,9 @@ static void tc_policy_exit(struct kunit *test)
 	if (!t)
 		return;
 	if (t->hashed) {
-		tc_file_unhash(&t->tf);
+		spin_lock(&tc_files_lock);
+		tc_file_unlink(&t->tf);
+		spin_unlock(&tc_files_lock);
 		synchronize_rcu();
 		tc_sigs_free(&t->tf);
 	}
