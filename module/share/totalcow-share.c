@@ -349,13 +349,13 @@ static unsigned long tc_ra_window(struct file *file, pgoff_t index,
  * ->read_miss: read the template's and the member's pages, then share.
  *
  * The template's pages read are those of the member's own window, the
- * pages its readahead would read (issue 32, hole 4): never more for one
- * miss. The miss waits for the template reads it started and for the
- * template pages its reader asked for, not for other readers' readahead
- * (whose I/O may be throttled in their cgroups); the proof, over whole
- * blocks around the window, aliases only what is in memory by then, and
- * the member reads no page of its own whose template page someone else is
- * still reading (tc_skip_busy()).
+ * pages its readahead would read, and never more for one miss. The miss
+ * waits for the template reads it started and for the template pages its
+ * reader asked for, not for other readers' readahead (whose I/O may be
+ * throttled in their cgroups); the proof, over whole blocks around the
+ * window, aliases only what is in memory by then, and the member reads no
+ * page of its own whose template page someone else is still reading
+ * (tc_skip_busy()).
  */
 static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)

@@ -771,11 +771,11 @@ static void tc_policy_block_aliases(struct kunit *test)
 
 /*
  * A proof's store fails once a folio has left the mapping since the proof
- * began (issue 32, hole 1): a dirty page written back and dropped between
- * the extent read and the store leaves an empty slot whose extents the
- * proof never saw. Reclaim, invalidation and truncation count; a folio
- * that an alias replaces does not (its data was proven the alias's); a
- * store with a count read after the removal goes through.
+ * began: a dirty page written back and dropped between the extent read and
+ * the store leaves an empty slot whose extents the proof never saw.
+ * Reclaim, invalidation and truncation count; a folio that an alias
+ * replaces does not (its data was proven the alias's); a store with a
+ * count read after the removal goes through.
  */
 static void tc_policy_store_fails_after_a_removal(struct kunit *test)
 {
