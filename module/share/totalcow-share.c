@@ -42,8 +42,8 @@
  * page @tfolio (uptodate, a reference held) if they are identical. Time
  * spent waiting for @mf's read is added to *@waited.
  */
-static void __tc_share_page(struct tc_file *tf, struct folio *mf,
-			    struct folio *tfolio, pgoff_t index, u64 *waited)
+static void tc_share_page(struct tc_file *tf, struct folio *mf,
+			  struct folio *tfolio, pgoff_t index, u64 *waited)
 {
 	struct tc_group *g = tf->group;
 	struct tc_sig_pair *sp;
@@ -93,14 +93,6 @@ static void __tc_share_page(struct tc_file *tf, struct folio *mf,
 		tc_count(g, TC_ALIASES_INSTALLED, 1);
 unlock:
 	folio_unlock(mf);
-}
-
-static void tc_share_page(struct tc_file *tf, struct folio *mf,
-			  struct folio *tfolio, pgoff_t index)
-{
-	u64 waited = 0;
-
-	__tc_share_page(tf, mf, tfolio, index, &waited);
 }
 
 /*
@@ -448,7 +440,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		}
 		if (!IS_ERR(tfolio)) {
 			if (!folio_test_large(tfolio))
-				__tc_share_page(tf, mf, tfolio, i, &waited);
+				tc_share_page(tf, mf, tfolio, i, &waited);
 			folio_put(tfolio);
 		}
 		folio_put(mf);
