@@ -16,6 +16,8 @@
  * whole or not at all.
  */
 
+#define pr_fmt(fmt) "totalcow: " fmt
+
 #include <linux/capability.h>
 #include <linux/ctype.h>
 #include <linux/init.h>
@@ -248,7 +250,7 @@ static ssize_t register_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return PTR_ERR(argv);
 	ret = -EINVAL;
 	if (argc != 2 || !tc_tag_name_valid(argv[0]) || tc_parse_dev(argv[1], &dev)) {
-		pr_warn("totalcow: register: want \"<name> <major>:<minor>\", name of 1-%u [A-Za-z0-9._:+-]\n",
+		pr_warn("register: want \"<name> <major>:<minor>\", name of 1-%u [A-Za-z0-9._:+-]\n",
 			TC_TAG_MAX);
 		goto out;
 	}
@@ -262,7 +264,7 @@ static ssize_t register_store(struct kobject *kobj, struct kobj_attribute *attr,
 		if (!ret)
 			ret = -EEXIST;
 		else if (ret == -ENODEV)
-			pr_warn("totalcow: register %s: %u:%u is not a totalcow device\n",
+			pr_warn("register %s: %u:%u is not a totalcow device\n",
 				argv[0], MAJOR(dev), MINOR(dev));
 		goto out;
 	}
@@ -307,7 +309,7 @@ static ssize_t add_extents_store(struct kobject *kobj,
 		return PTR_ERR(argv);
 	ret = -EINVAL;
 	if (argc < 3 || !(argc % 2)) {
-		pr_warn("totalcow: add_extents: want \"<name> <start> <length> [<start> <length>...]\"\n");
+		pr_warn("add_extents: want \"<name> <start> <length> [<start> <length>...]\"\n");
 		goto out;
 	}
 	ret = -ENOMEM;
@@ -316,7 +318,7 @@ static ssize_t add_extents_store(struct kobject *kobj,
 		goto out;
 	ret = tc_parse_ranges(argc - 1, argv + 1, (sector_t)-1, r, &error);
 	if (ret) {
-		pr_warn("totalcow: add_extents %s: %s\n", argv[0], error);
+		pr_warn("add_extents %s: %s\n", argv[0], error);
 		goto out;
 	}
 
@@ -332,14 +334,14 @@ static ssize_t add_extents_store(struct kobject *kobj,
 	if (t)
 		kobject_put(&t->kobj);
 	if (ret == -EINVAL)
-		pr_warn("totalcow: add_extents %s: a range ends beyond the device\n", argv[0]);
+		pr_warn("add_extents %s: a range ends beyond the device\n", argv[0]);
 	else if (ret == -ENOENT)
-		pr_warn("totalcow: add_extents %s: no such template\n", argv[0]);
+		pr_warn("add_extents %s: no such template\n", argv[0]);
 	else if (ret == -EINTR)
-		pr_warn("totalcow: add_extents %s: interrupted waiting for the device's writes in flight; nothing changed\n",
+		pr_warn("add_extents %s: interrupted waiting for the device's writes in flight; nothing changed\n",
 			argv[0]);
 	else if (ret)
-		pr_warn("totalcow: add_extents %s: failed (%d)\n", argv[0], ret);
+		pr_warn("add_extents %s: failed (%d)\n", argv[0], ret);
 out:
 	kvfree(r);
 	argv_free(argv);

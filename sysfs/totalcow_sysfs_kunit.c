@@ -125,7 +125,7 @@ static struct kunit_case tc_sysfs_test_cases[] = {
 };
 
 static struct kunit_suite tc_sysfs_test_suite = {
-	.name = "totalcow-sysfs",
+	.name = "totalcow_sysfs",
 	.test_cases = tc_sysfs_test_cases,
 };
 

@@ -1415,6 +1415,6 @@ MODULE_AUTHOR("TotalCOW developers <totalcow@users.noreply.example>");
 MODULE_LICENSE("GPL");
 MODULE_VERSION("0.1.0");
 
-#if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_DM_TOTALCOW_TARGET_KUNIT_TEST)
 #include "dm_totalcow_target_kunit.c"
 #endif

@@ -258,7 +258,7 @@ static struct kunit_case totalcow_target_test_cases[] = {
 };
 
 static struct kunit_suite totalcow_target_test_suite = {
-	.name = "dm-totalcow-target",
+	.name = "dm_totalcow_target",
 	.test_cases = totalcow_target_test_cases,
 };
 

@@ -529,6 +529,6 @@ void tc_cache_set_admit(struct tc_cache *c, enum tc_admit admit)
 	}
 }
 
-#if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_DM_TOTALCOW_CACHE_KUNIT_TEST)
 #include "totalcow_cache_kunit.c"
 #endif

@@ -204,6 +204,6 @@ u64 tc_fleet_id(struct tc_fleet *fl, bool *pinned)
 	return id;
 }
 
-#if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_DM_TOTALCOW_CGROUP_KUNIT_TEST)
 #include "totalcow_cgroup_kunit.c"
 #endif

@@ -123,6 +123,6 @@ int tc_parse_readahead(const char *s, unsigned int *blocks)
 	return 0;
 }
 
-#if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_DM_TOTALCOW_PARSE_KUNIT_TEST)
 #include "totalcow_parse_kunit.c"
 #endif

@@ -591,6 +591,6 @@ struct tc_wl_view *tc_wl_clear_locked(struct tc_whitelist *wl)
 	return all;
 }
 
-#if IS_ENABLED(CONFIG_DM_TOTALCOW_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_DM_TOTALCOW_WHITELIST_KUNIT_TEST)
 #include "totalcow_whitelist_kunit.c"
 #endif

@@ -682,7 +682,7 @@ static struct kunit_case tc_cache_test_cases[] = {
 };
 
 static struct kunit_suite tc_cache_test_suite = {
-	.name = "dm-totalcow-cache",
+	.name = "dm_totalcow_cache",
 	.test_cases = tc_cache_test_cases,
 };
 

@@ -100,7 +100,7 @@ static struct kunit_case tc_cgroup_test_cases[] = {
 };
 
 static struct kunit_suite tc_cgroup_test_suite = {
-	.name = "dm-totalcow-cgroup",
+	.name = "dm_totalcow_cgroup",
 	.test_cases = tc_cgroup_test_cases,
 };
 

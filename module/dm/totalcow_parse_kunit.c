@@ -142,7 +142,7 @@ static struct kunit_case tc_parse_test_cases[] = {
 };
 
 static struct kunit_suite tc_parse_test_suite = {
-	.name = "dm-totalcow-parse",
+	.name = "dm_totalcow_parse",
 	.test_cases = tc_parse_test_cases,
 };
 

@@ -391,7 +391,7 @@ static struct kunit_case tc_whitelist_test_cases[] = {
 };
 
 static struct kunit_suite tc_whitelist_test_suite = {
-	.name = "dm-totalcow-whitelist",
+	.name = "dm_totalcow_whitelist",
 	.test_cases = tc_whitelist_test_cases,
 };
 

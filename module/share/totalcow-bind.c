@@ -25,6 +25,7 @@
  * wrong byte.
  */
 
+#include <kunit/visibility.h>
 #include <linux/cred.h>
 #include <linux/dcache.h>
 #include <linux/fs.h>
@@ -103,7 +104,7 @@ struct tc_sig_pair *tc_sigs(struct tc_file *tf, pgoff_t index, gfp_t gfp)
 	return chunk ? chunk + (index & (TC_SIG_CHUNK - 1)) : NULL;
 }
 
-void tc_sigs_free(struct tc_file *tf)
+VISIBLE_IF_KUNIT void tc_sigs_free(struct tc_file *tf)
 {
 	struct tc_sig_pair *chunk;
 	unsigned long c, n = 0;
@@ -138,7 +139,7 @@ void tc_file_put(struct tc_file *tf)
 }
 
 /* A new binding's identity, for its alias entries. */
-unsigned long tc_file_new_id(void)
+VISIBLE_IF_KUNIT unsigned long tc_file_new_id(void)
 {
 	return atomic_long_inc_return(&tc_next_id) & TC_ID_MASK;
 }
@@ -162,12 +163,24 @@ struct tc_file *tc_file_get(struct address_space *mapping)
 }
 
 /*
+ * Enter @tf in the lookups, tc_files_lock held: 0, -EEXIST if @tf's
+ * mapping is bound already, or -ENOMEM if the table cannot grow
+ * (GFP_ATOMIC).
+ */
+VISIBLE_IF_KUNIT int tc_file_hash(struct tc_file *tf)
+{
+	lockdep_assert_held(&tc_files_lock);
+	return rhashtable_lookup_insert_fast(&tc_files, &tf->node,
+					     tc_file_params);
+}
+
+/*
  * Take @tf out of the lookups and its lists; tc_files_lock held, under
  * which the member inode cannot finish eviction (->release waits for the
  * lock). Aliases made by a reader that still holds @tf are cleared by that
  * reader (tc_alias_fence()).
  */
-static void tc_file_unlink(struct tc_file *tf)
+VISIBLE_IF_KUNIT void tc_file_unlink(struct tc_file *tf)
 {
 	lockdep_assert_held(&tc_files_lock);
 	rhashtable_remove_fast(&tc_files, &tf->node, tc_file_params);
@@ -532,8 +545,7 @@ static struct tc_file *tc_bind_enter(struct tc_bind *b, struct tc_file *tf,
 	tf->member = m;
 	spin_lock(&tc_files_lock);
 	/* No other binding of @mapping: they are entered under the lock. */
-	err = rhashtable_lookup_insert_fast(&tc_files, &tf->node,
-					    tc_file_params);
+	err = tc_file_hash(tf);
 	if (!err) {
 		list_add_tail(&tf->list, &g->files);
 		list_add_tail(&tf->mlist, &m->files);
@@ -801,16 +813,6 @@ int __init tc_bind_init(void)
 	return rhashtable_init(&tc_files, &tc_file_params);
 }
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
-int tc_file_hash(struct tc_file *tf)
-{
-	return rhashtable_insert_fast(&tc_files, &tf->node, tc_file_params);
-}
-
-void tc_file_unhash(struct tc_file *tf)
-{
-	rhashtable_remove_fast(&tc_files, &tf->node, tc_file_params);
-}
-
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_BIND_KUNIT_TEST)
 #include "totalcow_bind_kunit.c"
 #endif

@@ -95,9 +95,7 @@ static inline bool tc_alias_ours(struct tc_file *tf, void *entry)
 
 bool tc_alias_fence(struct tc_file *tf);
 struct tc_sig_pair *tc_sigs(struct tc_file *tf, pgoff_t index, gfp_t gfp);
-void tc_sigs_free(struct tc_file *tf);
 
-unsigned long tc_file_new_id(void);
 struct tc_file *tc_file_bind(struct file *file, struct address_space *mapping);
 struct tc_file *tc_file_lookup(struct address_space *mapping);
 struct tc_file *tc_file_get(struct address_space *mapping);
@@ -113,10 +111,16 @@ bool tc_file_proven(struct tc_file *tf, u64 *version);
 
 int tc_bind_init(void);
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
-/* For totalcow_share_policy_kunit.c: a binding made by hand. */
+#if IS_ENABLED(CONFIG_KUNIT)
+/*
+ * Static without KUnit (VISIBLE_IF_KUNIT): totalcow_share_policy_kunit.c
+ * makes a binding by hand and enters it in the lookups as
+ * tc_file_bind() does.
+ */
+void tc_sigs_free(struct tc_file *tf);
+unsigned long tc_file_new_id(void);
 int tc_file_hash(struct tc_file *tf);
-void tc_file_unhash(struct tc_file *tf);
+void tc_file_unlink(struct tc_file *tf);
 #endif
 
 #endif /* TOTALCOW_BIND_H */

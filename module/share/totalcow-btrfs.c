@@ -7,6 +7,8 @@
  * Built in, next to btrfs, so it may use btrfs's own headers.
  */
 
+#define pr_fmt(fmt) "totalcow: " fmt
+
 #include <linux/bitmap.h>
 #include <linux/pagemap.h>
 
@@ -61,7 +63,7 @@ int tc_btrfs_hold_readonly(struct inode *dir)
 	spin_unlock(&root->root_item_lock);
 	up_read(&root->fs_info->subvol_sem);
 	if (!err)
-		pr_info("totalcow: subvolume %llu held read-only while a group shares it (btrfs reports attempts to make it writable or delete it as during send)\n",
+		pr_info("subvolume %llu held read-only while a group shares it (btrfs reports attempts to make it writable or delete it as during send)\n",
 			btrfs_root_id(root));
 	return err;
 }
@@ -711,6 +713,6 @@ struct inode *tc_btrfs_extent_template(struct inode *member,
 	return found;
 }
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_BTRFS_KUNIT_TEST)
 #include "totalcow_btrfs_kunit.c"
 #endif

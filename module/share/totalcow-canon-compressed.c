@@ -23,32 +23,26 @@
  * that begins up to TC_CANON_Z_MAX before the range may reach into it).
  */
 
-#include <linux/bitmap.h>
 #include <linux/pagemap.h>
 #include <linux/slab.h>
 
 #include "ctree.h"
 #include "fs.h"
 #include "bio.h"
-#include "block-group.h"
-#include "btrfs_inode.h"
 #include "canon.h"
 #include "compression.h"
-#include "disk-io.h"
-#include "file-item.h"
-#include "volumes.h"
 
 #include "totalcow-canon.h"
 #include "totalcow-canon-internal.h"
 #include "totalcow-fleet.h"
 
 #define TC_CANON_Z_PAGES	BIT(TC_CANON_Z_PAGE_BITS)
-#define TC_CANON_Z_SECTORS	(TC_CANON_Z_MAX / SZ_4K)
 
 static_assert(TC_CANON_Z_MAX == BTRFS_MAX_COMPRESSED);
 static_assert(TC_CANON_Z_MAX == BTRFS_MAX_UNCOMPRESSED);
 static_assert(TC_CANON_Z_MAX / PAGE_SIZE <= TC_CANON_Z_PAGES);
 static_assert(BTRFS_NR_COMPRESS_TYPES <= 4);
+static_assert(TC_CANON_Z_MAX <= TC_CANON_LREAD_MAX);
 
 /**
  * tc_canon_zkey - the key of a page of a compressed extent
@@ -112,52 +106,14 @@ bool tc_canon_zrange(u64 start, u64 len, pgoff_t *first, pgoff_t *last)
 /* One extent's read, for the pages of it that a read asked for. */
 struct tc_canon_zio {
 	struct tc_canon_scope *s;
-	u64 logical;
-	u32 len;
 	int type;
-	int mirror;
-	int num_copies;
-	unsigned int nr_in;
 	unsigned int nr_out;
 	struct cgroup_subsys_state *css;	/* its tags (totalcow-fleet.c) */
+	struct tc_canon_lread r;		/* the extent as it is on disk */
 	struct folio *in[TC_CANON_Z_MAX / PAGE_SIZE];
 	struct folio *out[TC_CANON_Z_PAGES];
 	u8 csums[];
 };
-
-static void tc_canon_zend_io(struct btrfs_bio *bbio);
-
-static void tc_canon_zsubmit(struct tc_canon_zio *io)
-{
-	struct btrfs_fs_info *fs_info = io->s->cfs->fs_info;
-	struct btrfs_bio *bbio;
-	unsigned int i;
-
-	bbio = btrfs_bio_alloc(io->nr_in, REQ_OP_READ, fs_info,
-			       tc_canon_zend_io, io);
-	bbio->bio.bi_iter.bi_sector = io->logical >> SECTOR_SHIFT;
-	for (i = 0; i < io->nr_in; i++)
-		bio_add_folio_nofail(&bbio->bio, io->in[i],
-				     min_t(u32, PAGE_SIZE, io->len - i * PAGE_SIZE),
-				     0);
-	btrfs_submit_bbio(bbio, io->mirror);
-}
-
-/* Do the extent's bytes match every sector's checksum? */
-static bool tc_canon_zverify(struct tc_canon_zio *io)
-{
-	struct btrfs_fs_info *fs_info = io->s->cfs->fs_info;
-	u8 csum[BTRFS_CSUM_SIZE];
-	u32 off, i = 0;
-
-	for (off = 0; off < io->len; off += fs_info->sectorsize, i++)
-		if (btrfs_check_sector_csum(fs_info,
-					    folio_page(io->in[off >> PAGE_SHIFT], 0),
-					    offset_in_page(off), csum,
-					    io->csums + i * fs_info->csum_size))
-			return false;
-	return true;
-}
 
 /* Decompress the extent into the pages asked for. */
 static bool tc_canon_zdecompress(struct tc_canon_zio *io)
@@ -170,8 +126,8 @@ static bool tc_canon_zdecompress(struct tc_canon_zio *io)
 	dest = btrfs_bio_alloc(io->nr_out, REQ_OP_READ, fs_info, NULL, NULL);
 	for (i = 0; i < io->nr_out; i++)
 		bio_add_folio_nofail(&dest->bio, io->out[i], PAGE_SIZE, 0);
-	ret = btrfs_canon_decompress(fs_info, io->type, io->in, io->nr_in,
-				     io->len, dest,
+	ret = btrfs_canon_decompress(fs_info, io->type, io->in, io->r.nr,
+				     io->r.len, dest,
 				     (u64)tc_canon_zindex_first(io->out[0]->index) <<
 				     PAGE_SHIFT);
 	bio_put(&dest->bio);
@@ -182,7 +138,7 @@ static void tc_canon_zfree(struct tc_canon_zio *io)
 {
 	unsigned int i;
 
-	for (i = 0; i < io->nr_in; i++)
+	for (i = 0; i < io->r.nr; i++)
 		if (io->in[i])
 			folio_put(io->in[i]);
 	kfree(io);
@@ -191,17 +147,14 @@ static void tc_canon_zfree(struct tc_canon_zio *io)
 /* In btrfs's end-I/O worker (process context), as its own reads end. */
 static void tc_canon_zend_io(struct btrfs_bio *bbio)
 {
-	struct tc_canon_zio *io = bbio->private;
-	bool ok = bbio->bio.bi_status == BLK_STS_OK;
+	struct tc_canon_lread *r = bbio->private;
+	struct tc_canon_zio *io = container_of(r, struct tc_canon_zio, r);
+	int ret = tc_canon_lread_end(r, bbio);
+	bool ok = !ret;
 	unsigned int i;
 
-	bio_put(&bbio->bio);
-	ok = ok && tc_canon_zverify(io);
-	if (!ok && io->mirror < io->num_copies) {
-		io->mirror++;
-		tc_canon_zsubmit(io);
+	if (ret == -EINPROGRESS)
 		return;
-	}
 	ok = ok && tc_canon_zdecompress(io);
 	if (!ok)
 		atomic64_inc(&io->s->read_failures);
@@ -224,14 +177,11 @@ static void tc_canon_zread(struct tc_canon_scope *s, struct folio **out,
 			   unsigned int nr)
 {
 	struct btrfs_fs_info *fs_info = s->cfs->fs_info;
-	DECLARE_BITMAP(found, TC_CANON_Z_SECTORS);
 	pgoff_t index = out[0]->index;
 	u64 logical = tc_canon_zindex_bytenr(index);
 	u32 len = tc_canon_zindex_len(index);
-	struct btrfs_block_group *bg;
 	struct tc_canon_zio *io;
 	unsigned int i;
-	int ret;
 
 	atomic64_add(nr, &s->reads);
 	/* A stale mark from before this read no longer applies. */
@@ -248,42 +198,30 @@ static void tc_canon_zread(struct tc_canon_scope *s, struct folio **out,
 	if (!io)
 		goto fail;
 	io->s = s;
-	io->logical = logical;
-	io->len = len;
 	io->type = tc_canon_zindex_type(index);
-	io->nr_in = DIV_ROUND_UP(len, PAGE_SIZE);
 	io->nr_out = nr;
 	memcpy(io->out, out, nr * sizeof(*out));
-
-	/* Only data block groups: the index comes from data extents. */
-	bg = btrfs_lookup_block_group(fs_info, logical);
-	if (!bg)
+	io->r = (struct tc_canon_lread) {
+		.fs_info = fs_info,
+		.logical = logical,
+		.len = len,
+		.nr = DIV_ROUND_UP(len, PAGE_SIZE),
+		.folios = io->in,
+		.csums = io->csums,
+		.end_io = tc_canon_zend_io,
+	};
+	if (tc_canon_lread_prepare(&io->r))
 		goto free;
-	if ((bg->flags & BTRFS_BLOCK_GROUP_TYPE_MASK) != BTRFS_BLOCK_GROUP_DATA ||
-	    logical + len > bg->start + bg->length) {
-		btrfs_put_block_group(bg);
-		goto free;
-	}
-	btrfs_put_block_group(bg);
-
-	bitmap_zero(found, TC_CANON_Z_SECTORS);
-	ret = btrfs_lookup_csums_bitmap(btrfs_csum_root(fs_info, logical), NULL,
-					logical, logical + len - 1, io->csums,
-					found);
-	if (ret < 0 || !bitmap_full(found, len >> fs_info->sectorsize_bits))
-		goto free;
-	for (i = 0; i < io->nr_in; i++) {
+	for (i = 0; i < io->r.nr; i++) {
 		io->in[i] = folio_alloc(GFP_NOFS | __GFP_ACCOUNT, 0);
 		if (!io->in[i])
 			goto free;
 	}
-	io->num_copies = btrfs_num_copies(fs_info, logical, len);
-	io->mirror = 1;
 	/* Who may wait for this read: see totalcow-fleet.c. */
 	io->css = tc_fleet_tag_folio(out[0]);
 	for (i = 1; i < nr; i++)
 		WRITE_ONCE(out[i]->private, io->css);
-	tc_canon_zsubmit(io);
+	tc_canon_lread_submit(&io->r);
 	return;
 
 free:

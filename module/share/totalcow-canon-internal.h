@@ -16,6 +16,7 @@
 #include "../dm/totalcow-cgroup.h"
 #include "totalcow-canon.h"
 
+struct btrfs_bio;
 struct btrfs_fs_info;
 
 /* The cache of one file system: fs_info->canon. */
@@ -96,6 +97,35 @@ static inline bool tc_canon_usable(struct folio *folio)
 	return folio_test_uptodate(folio) && !folio_test_large(folio) &&
 	       !tc_canon_folio_stale(folio);
 }
+
+/*
+ * A read of the bytes at [@logical, @logical + @len) by logical address,
+ * as scrub reads them, into @nr folios: every sector is checked against
+ * the checksum tree, and a read that fails or does not match is read
+ * again from the next mirror, until none is left. A page's read
+ * (totalcow-canon.c) and a compressed extent's (totalcow-canon-
+ * compressed.c) embed one. The caller sets @fs_info to @end_io, then
+ * calls tc_canon_lread_prepare() and tc_canon_lread_submit(); @end_io
+ * gets the struct as its bbio's private and calls tc_canon_lread_end().
+ */
+#define TC_CANON_LREAD_MAX	TC_CANON_Z_MAX
+static_assert(PAGE_SIZE <= TC_CANON_LREAD_MAX);
+
+struct tc_canon_lread {
+	struct btrfs_fs_info *fs_info;
+	u64 logical;
+	u32 len;		/* sector aligned, at most TC_CANON_LREAD_MAX */
+	unsigned int nr;
+	struct folio **folios;	/* @len's bytes, a page each, in order */
+	u8 *csums;		/* room for a checksum per sector of @len */
+	void (*end_io)(struct btrfs_bio *bbio);
+	int mirror;
+	int num_copies;
+};
+
+int tc_canon_lread_prepare(struct tc_canon_lread *r);
+void tc_canon_lread_submit(struct tc_canon_lread *r);
+int tc_canon_lread_end(struct tc_canon_lread *r, struct btrfs_bio *bbio);
 
 /* The compressed extents' mapping's (totalcow-canon-compressed.c). */
 extern const struct address_space_operations tc_canon_zaops;

@@ -75,16 +75,14 @@
 
 #define TC_CANON_MAGIC		0x74636e6e	/* "tcnn" */
 /* btrfs sectors are at least 4 KiB. */
-#define TC_CANON_MAX_SECTORS	(PAGE_SIZE / SZ_4K)
+#define TC_CANON_LREAD_SECTORS	(TC_CANON_LREAD_MAX / SZ_4K)
 
-/* One page's read, from mirror to mirror until one matches. */
+/* One page's read. */
 struct tc_canon_io {
 	struct tc_canon_scope *s;
 	struct folio *folio;
 	struct cgroup_subsys_state *css;	/* its tag (totalcow-fleet.c) */
-	u64 logical;
-	int mirror;
-	int num_copies;
+	struct tc_canon_lread r;
 	u8 csums[];
 };
 
@@ -219,46 +217,118 @@ bool tc_canon_scope_name_valid(const char *name)
 	return true;
 }
 
-static void tc_canon_end_io(struct btrfs_bio *bbio);
-
-static void tc_canon_submit(struct tc_canon_io *io)
+/**
+ * tc_canon_lread_prepare - check that a read by logical address may go
+ * @r: the read, its fields up to @end_io set
+ *
+ * Only data block groups are read (the index comes from data extents),
+ * and only sectors that all have a checksum (btrfs writes in place only
+ * where there are none); their checksums go to @r->csums.
+ *
+ * Return: 0 and @r ready for its first mirror; -EIO if the range is not
+ * all in one data block group; -ENODATA if a sector of it has no
+ * checksum; or the checksum lookup's error.
+ */
+int tc_canon_lread_prepare(struct tc_canon_lread *r)
 {
-	struct btrfs_fs_info *fs_info = io->s->cfs->fs_info;
-	struct btrfs_bio *bbio;
+	struct btrfs_fs_info *fs_info = r->fs_info;
+	DECLARE_BITMAP(found, TC_CANON_LREAD_SECTORS);
+	struct btrfs_block_group *bg;
+	bool data;
+	int ret;
 
-	bbio = btrfs_bio_alloc(1, REQ_OP_READ, fs_info, tc_canon_end_io, io);
-	bbio->bio.bi_iter.bi_sector = io->logical >> SECTOR_SHIFT;
-	bio_add_folio_nofail(&bbio->bio, io->folio, PAGE_SIZE, 0);
-	btrfs_submit_bbio(bbio, io->mirror);
+	if (WARN_ON_ONCE(r->len > TC_CANON_LREAD_MAX))
+		return -EIO;
+	bg = btrfs_lookup_block_group(fs_info, r->logical);
+	if (!bg)
+		return -EIO;
+	data = (bg->flags & BTRFS_BLOCK_GROUP_TYPE_MASK) == BTRFS_BLOCK_GROUP_DATA &&
+	       r->logical + r->len <= bg->start + bg->length;
+	btrfs_put_block_group(bg);
+	if (!data)
+		return -EIO;
+
+	bitmap_zero(found, TC_CANON_LREAD_SECTORS);
+	ret = btrfs_lookup_csums_bitmap(btrfs_csum_root(fs_info, r->logical),
+					NULL, r->logical,
+					r->logical + r->len - 1, r->csums,
+					found);
+	if (ret < 0)
+		return ret;
+	if (!bitmap_full(found, r->len >> fs_info->sectorsize_bits))
+		return -ENODATA;
+	r->num_copies = btrfs_num_copies(fs_info, r->logical, r->len);
+	r->mirror = 1;
+	return 0;
 }
 
-/* Does the page match every sector's checksum? */
-static bool tc_canon_verify(struct tc_canon_io *io)
+/* Read @r from its current mirror; @r->end_io gets @r as its private. */
+void tc_canon_lread_submit(struct tc_canon_lread *r)
 {
-	struct btrfs_fs_info *fs_info = io->s->cfs->fs_info;
+	struct btrfs_bio *bbio;
+	unsigned int i;
+
+	bbio = btrfs_bio_alloc(r->nr, REQ_OP_READ, r->fs_info, r->end_io, r);
+	bbio->bio.bi_iter.bi_sector = r->logical >> SECTOR_SHIFT;
+	for (i = 0; i < r->nr; i++)
+		bio_add_folio_nofail(&bbio->bio, r->folios[i],
+				     min_t(u32, PAGE_SIZE, r->len - i * PAGE_SIZE),
+				     0);
+	btrfs_submit_bbio(bbio, r->mirror);
+}
+
+/* Do the bytes read match every sector's checksum? */
+static bool tc_canon_lread_verify(struct tc_canon_lread *r)
+{
+	struct btrfs_fs_info *fs_info = r->fs_info;
 	u8 csum[BTRFS_CSUM_SIZE];
 	u32 off, i = 0;
 
-	for (off = 0; off < PAGE_SIZE; off += fs_info->sectorsize, i++)
-		if (btrfs_check_sector_csum(fs_info, folio_page(io->folio, 0), off,
-					    csum, io->csums + i * fs_info->csum_size))
+	for (off = 0; off < r->len; off += fs_info->sectorsize, i++)
+		if (btrfs_check_sector_csum(fs_info,
+					    folio_page(r->folios[off >> PAGE_SHIFT], 0),
+					    offset_in_page(off), csum,
+					    r->csums + i * fs_info->csum_size))
 			return false;
 	return true;
+}
+
+/**
+ * tc_canon_lread_end - a read by logical address has ended
+ * @r: the read
+ * @bbio: its bio, which this puts
+ *
+ * In @r->end_io, in btrfs's end-I/O worker (process context).
+ *
+ * Return: 0 if the bytes read match their checksums; -EINPROGRESS if
+ * not and @r went to the next mirror (@r->end_io will be called again:
+ * the caller must not touch @r); -EIO if no mirror is left.
+ */
+int tc_canon_lread_end(struct tc_canon_lread *r, struct btrfs_bio *bbio)
+{
+	bool ok = bbio->bio.bi_status == BLK_STS_OK;
+
+	bio_put(&bbio->bio);
+	if (ok && tc_canon_lread_verify(r))
+		return 0;
+	if (r->mirror < r->num_copies) {
+		r->mirror++;
+		tc_canon_lread_submit(r);
+		return -EINPROGRESS;
+	}
+	return -EIO;
 }
 
 /* In btrfs's end-I/O worker (process context). */
 static void tc_canon_end_io(struct btrfs_bio *bbio)
 {
-	struct tc_canon_io *io = bbio->private;
-	bool ok = bbio->bio.bi_status == BLK_STS_OK;
+	struct tc_canon_lread *r = bbio->private;
+	struct tc_canon_io *io = container_of(r, struct tc_canon_io, r);
+	int ret = tc_canon_lread_end(r, bbio);
+	bool ok = !ret;
 
-	bio_put(&bbio->bio);
-	ok = ok && tc_canon_verify(io);
-	if (!ok && io->mirror < io->num_copies) {
-		io->mirror++;
-		tc_canon_submit(io);
+	if (ret == -EINPROGRESS)
 		return;
-	}
 	if (!ok)
 		atomic64_inc(&io->s->read_failures);
 	/*
@@ -282,9 +352,6 @@ static int tc_canon_read_folio(struct file *file, struct folio *folio)
 	struct tc_canon_scope *s = folio->mapping->host->i_private;
 	struct btrfs_fs_info *fs_info = s->cfs->fs_info;
 	u32 nsect = PAGE_SIZE >> fs_info->sectorsize_bits;
-	DECLARE_BITMAP(found, TC_CANON_MAX_SECTORS);
-	u64 logical = folio_pos(folio);
-	struct btrfs_block_group *bg;
 	struct tc_canon_io *io;
 	int ret;
 
@@ -306,37 +373,23 @@ static int tc_canon_read_folio(struct file *file, struct folio *folio)
 		ret = -ENOMEM;
 		goto fail;
 	}
-	/* Only data block groups: the index comes from data extents. */
-	ret = -EIO;
-	bg = btrfs_lookup_block_group(fs_info, logical);
-	if (!bg)
-		goto fail;
-	if ((bg->flags & BTRFS_BLOCK_GROUP_TYPE_MASK) != BTRFS_BLOCK_GROUP_DATA ||
-	    logical + PAGE_SIZE > bg->start + bg->length) {
-		btrfs_put_block_group(bg);
-		goto fail;
-	}
-	btrfs_put_block_group(bg);
-
-	bitmap_zero(found, TC_CANON_MAX_SECTORS);
-	ret = btrfs_lookup_csums_bitmap(btrfs_csum_root(fs_info, logical), NULL,
-					logical, logical + PAGE_SIZE - 1,
-					io->csums, found);
-	if (ret < 0)
-		goto fail;
-	if (!bitmap_full(found, nsect)) {
-		/* Not all checksummed: bytes that may be written in place. */
-		ret = -ENODATA;
-		goto fail;
-	}
 	io->s = s;
 	io->folio = folio;
-	io->logical = logical;
-	io->num_copies = btrfs_num_copies(fs_info, logical, PAGE_SIZE);
-	io->mirror = 1;
+	io->r = (struct tc_canon_lread) {
+		.fs_info = fs_info,
+		.logical = folio_pos(folio),
+		.len = PAGE_SIZE,
+		.nr = 1,
+		.folios = &io->folio,
+		.csums = io->csums,
+		.end_io = tc_canon_end_io,
+	};
+	ret = tc_canon_lread_prepare(&io->r);
+	if (ret)
+		goto fail;
 	/* Who may wait for this read: see totalcow-fleet.c. */
 	io->css = tc_fleet_tag_folio(folio);
-	tc_canon_submit(io);
+	tc_canon_lread_submit(&io->r);
 	return 0;
 
 fail:
@@ -1748,6 +1801,6 @@ static int __init tc_canon_init(void)
 }
 fs_initcall(tc_canon_init);
 
-#ifdef CONFIG_TOTALCOW_SHARE_KUNIT_TEST
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_CANON_KUNIT_TEST)
 #include "totalcow_canon_kunit.c"
 #endif

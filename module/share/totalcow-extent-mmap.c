@@ -758,6 +758,6 @@ static int __init tc_extent_mmap_init(void)
 }
 late_initcall(tc_extent_mmap_init);
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_EXTENT_MMAP_KUNIT_TEST)
 #include "totalcow_extent_mmap_kunit.c"
 #endif

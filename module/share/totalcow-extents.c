@@ -16,6 +16,8 @@
  * the kernel log.
  */
 
+#define pr_fmt(fmt) "totalcow: " fmt
+
 #include <linux/capability.h>
 #include <linux/init.h>
 #include <linux/kobject.h>
@@ -60,17 +62,17 @@ static ssize_t tc_extents_store(const char *op, const char *buf, size_t count,
 	err = tc_extents_parse(buf, count, scope, &name);
 	if (err) {
 		if (err == -EINVAL)
-			pr_warn("totalcow: extents/%s: want \"<scope> <path on btrfs>\", a scope of 1 to %d characters of [A-Za-z0-9_.-]\n",
+			pr_warn("extents/%s: want \"<scope> <path on btrfs>\", a scope of 1 to %d characters of [A-Za-z0-9_.-]\n",
 				op, TC_CANON_SCOPE_NAME_MAX);
 		return err;
 	}
 	err = kern_path(name, LOOKUP_FOLLOW, &path);
 	if (err) {
-		pr_warn("totalcow: extents/%s: %s: not found\n", op, name);
+		pr_warn("extents/%s: %s: not found\n", op, name);
 		goto out;
 	}
 	if (path.dentry->d_sb->s_magic != BTRFS_SUPER_MAGIC) {
-		pr_warn("totalcow: extents/%s: %s is not on btrfs\n", op, name);
+		pr_warn("extents/%s: %s is not on btrfs\n", op, name);
 		err = -EINVAL;
 	} else {
 		/* The path holds a mount: the file system cannot go meanwhile. */
@@ -81,16 +83,16 @@ static ssize_t tc_extents_store(const char *op, const char *buf, size_t count,
 	}
 	path_put(&path);
 	if (err == -EOPNOTSUPP)
-		pr_warn("totalcow: extents/%s: %s: not on a file system with mixed block groups, zoned, without data checksums, or with sectors larger than a page\n",
+		pr_warn("extents/%s: %s: not on a file system with mixed block groups, zoned, without data checksums, or with sectors larger than a page\n",
 			op, name);
 	else if (err == -EEXIST)
-		pr_warn("totalcow: extents/%s: the subvolume of %s is in a scope already\n",
+		pr_warn("extents/%s: the subvolume of %s is in a scope already\n",
 			op, name);
 	else if (err == -ENOENT)
-		pr_warn("totalcow: extents/%s: the subvolume of %s is not in scope %s\n",
+		pr_warn("extents/%s: the subvolume of %s is not in scope %s\n",
 			op, name, scope);
 	else if (err == -EBUSY)
-		pr_warn("totalcow: extents/%s: the subvolume of %s holds a group's template: groups/delete it first\n",
+		pr_warn("extents/%s: the subvolume of %s holds a group's template: groups/delete it first\n",
 			op, name);
 out:
 	kfree(name);

@@ -414,6 +414,6 @@ int __init tc_fleet_wq_init(void)
 	return 0;
 }
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_FLEET_KUNIT_TEST)
 #include "totalcow_fleet_kunit.c"
 #endif

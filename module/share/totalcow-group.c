@@ -17,6 +17,8 @@
  *   groups/<name>/{template,members,auto_members,auto,stats}
  */
 
+#define pr_fmt(fmt) "totalcow: " fmt
+
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/dcache.h>
@@ -479,7 +481,7 @@ static ssize_t auto_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return -EPERM;
 	err = kstrtobool(buf, &on);
 	if (err) {
-		pr_warn("totalcow: groups/%s/auto: want 0 or 1\n", g->name);
+		pr_warn("groups/%s/auto: want 0 or 1\n", g->name);
 		return err;
 	}
 	mutex_lock(&tc_groups_lock);
@@ -576,15 +578,15 @@ static int tc_lookup_dir(const char *name, struct path *p, bool ro)
 	if (err)
 		return err;
 	if (p->dentry->d_sb->s_magic != BTRFS_SUPER_MAGIC) {
-		pr_warn("totalcow: groups: %s is not on btrfs\n", name);
+		pr_warn("groups: %s is not on btrfs\n", name);
 		err = -EINVAL;
 	} else if (ro && inode_permission(&nop_mnt_idmap, d_inode(p->dentry),
 					  MAY_WRITE) != -EROFS) {
-		pr_warn("totalcow: groups: template %s is not read-only\n",
+		pr_warn("groups: template %s is not read-only\n",
 			name);
 		err = -EINVAL;
 	} else if (ro && !tc_btrfs_is_subvol_root(d_inode(p->dentry))) {
-		pr_warn("totalcow: groups: template %s is not a subvolume\n",
+		pr_warn("groups: template %s is not a subvolume\n",
 			name);
 		err = -EINVAL;
 	}
@@ -603,7 +605,7 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 	err = tc_parse_name_path(buf, count, name, &dir);
 	if (err) {
 		if (err == -EINVAL)
-			pr_warn("totalcow: groups/create: want \"<name> <template directory>\"\n");
+			pr_warn("groups/create: want \"<name> <template directory>\"\n");
 		return err;
 	}
 	g = kzalloc(sizeof(*g), GFP_KERNEL);
@@ -617,7 +619,7 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 		/* Until groups/delete, it cannot be made writable or deleted. */
 		err = tc_btrfs_hold_readonly(d_inode(g->template.dentry));
 		if (err) {
-			pr_warn("totalcow: groups/create: template %s is %s\n",
+			pr_warn("groups/create: template %s is %s\n",
 				dir, err == -EAGAIN ? "being deduplicated into" :
 				"not read-only");
 			path_put(&g->template);
@@ -625,7 +627,7 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 	}
 	if (!err && tc_canon_in_scope(d_inode(g->template.dentry))) {
 		/* Its pages would be a scope's aliases, not the members'. */
-		pr_warn("totalcow: groups/create: template %s is in a sharing scope: extents/disable it first\n",
+		pr_warn("groups/create: template %s is in a sharing scope: extents/disable it first\n",
 			dir);
 		tc_btrfs_release_readonly(d_inode(g->template.dentry));
 		path_put(&g->template);
@@ -636,7 +638,7 @@ static ssize_t create_store(struct kobject *kobj, struct kobj_attribute *attr,
 
 		/* Read-only stops new writers; these came before (docs/lxc.md). */
 		if (ino) {
-			pr_warn("totalcow: groups/create: template %s has a file open for writing or data not written back (inode %llu): close it and sync first\n",
+			pr_warn("groups/create: template %s has a file open for writing or data not written back (inode %llu): close it and sync first\n",
 				dir, ino);
 			tc_btrfs_release_readonly(d_inode(g->template.dentry));
 			path_put(&g->template);
@@ -718,7 +720,7 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 	err = tc_parse_name_path(buf, count, name, &dir);
 	if (err) {
 		if (err == -EINVAL)
-			pr_warn("totalcow: groups/add: want \"<name> <member directory>\"\n");
+			pr_warn("groups/add: want \"<name> <member directory>\"\n");
 		return err;
 	}
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
@@ -740,18 +742,18 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 	if (!g) {
 		err = -ENOENT;
 	} else if (m->root.dentry->d_sb != g->template.dentry->d_sb) {
-		pr_warn("totalcow: groups/add %s: %s is not on the template's file system\n",
+		pr_warn("groups/add %s: %s is not on the template's file system\n",
 			name, dir);
 		err = -EINVAL;
 	} else if (is_subdir(m->root.dentry, g->template.dentry) ||
 		   is_subdir(g->template.dentry, m->root.dentry)) {
-		pr_warn("totalcow: groups/add %s: %s overlaps the template\n",
+		pr_warn("groups/add %s: %s overlaps the template\n",
 			name, dir);
 		err = -EINVAL;
 	} else if (tc_btrfs_check_lineage(d_inode(m->root.dentry),
 					  d_inode(g->template.dentry))) {
 		/* Only a snapshot's files are the template's at the snapshot. */
-		pr_warn("totalcow: groups/add %s: %s is not a snapshot of the template\n",
+		pr_warn("groups/add %s: %s is not a snapshot of the template\n",
 			name, dir);
 		err = -EXDEV;
 	} else {
@@ -762,7 +764,7 @@ static ssize_t add_store(struct kobject *kobj, struct kobj_attribute *attr,
 			tc_reclassify(m->root.dentry->d_sb);
 			m = NULL;
 		} else if (om) {
-			pr_warn("totalcow: groups/add %s: %s is in group %s already\n",
+			pr_warn("groups/add %s: %s is in group %s already\n",
 				name, dir, og->name);
 			err = -EEXIST;
 		} else {
@@ -799,7 +801,7 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 	err = tc_parse_name_path(buf, count, name, &dir);
 	if (err) {
 		if (err == -EINVAL)
-			pr_warn("totalcow: groups/remove: want \"<name> <member directory>\"\n");
+			pr_warn("groups/remove: want \"<name> <member directory>\"\n");
 		return err;
 	}
 	err = kern_path(dir, LOOKUP_FOLLOW | LOOKUP_DIRECTORY, &p);
@@ -823,7 +825,7 @@ static ssize_t remove_store(struct kobject *kobj, struct kobj_attribute *attr,
 		}
 	}
 	if (!found) {
-		pr_warn("totalcow: groups/remove %s: %s is not a member\n",
+		pr_warn("groups/remove %s: %s is not a member\n",
 			name, dir);
 		err = -ENOENT;
 		goto unlock;
@@ -915,6 +917,6 @@ int __init tc_groups_init(void)
 	return err;
 }
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_GROUP_KUNIT_TEST)
 #include "totalcow_group_kunit.c"
 #endif

@@ -42,8 +42,8 @@
  * page @tfolio (uptodate, a reference held) if they are identical. Time
  * spent waiting for @mf's read is added to *@waited.
  */
-static void __tc_share_page(struct tc_file *tf, struct folio *mf,
-			    struct folio *tfolio, pgoff_t index, u64 *waited)
+static void tc_share_page(struct tc_file *tf, struct folio *mf,
+			  struct folio *tfolio, pgoff_t index, u64 *waited)
 {
 	struct tc_group *g = tf->group;
 	struct tc_sig_pair *sp;
@@ -93,14 +93,6 @@ static void __tc_share_page(struct tc_file *tf, struct folio *mf,
 		tc_count(g, TC_ALIASES_INSTALLED, 1);
 unlock:
 	folio_unlock(mf);
-}
-
-static void tc_share_page(struct tc_file *tf, struct folio *mf,
-			  struct folio *tfolio, pgoff_t index)
-{
-	u64 waited = 0;
-
-	__tc_share_page(tf, mf, tfolio, index, &waited);
 }
 
 /*
@@ -349,13 +341,13 @@ static unsigned long tc_ra_window(struct file *file, pgoff_t index,
  * ->read_miss: read the template's and the member's pages, then share.
  *
  * The template's pages read are those of the member's own window, the
- * pages its readahead would read (issue 32, hole 4): never more for one
- * miss. The miss waits for the template reads it started and for the
- * template pages its reader asked for, not for other readers' readahead
- * (whose I/O may be throttled in their cgroups); the proof, over whole
- * blocks around the window, aliases only what is in memory by then, and
- * the member reads no page of its own whose template page someone else is
- * still reading (tc_skip_busy()).
+ * pages its readahead would read, and never more for one miss. The miss
+ * waits for the template reads it started and for the template pages its
+ * reader asked for, not for other readers' readahead (whose I/O may be
+ * throttled in their cgroups); the proof, over whole blocks around the
+ * window, aliases only what is in memory by then, and the member reads no
+ * page of its own whose template page someone else is still reading
+ * (tc_skip_busy()).
  */
 static bool tc_read_miss(struct file *file, struct address_space *mapping,
 			 pgoff_t index, pgoff_t end)
@@ -448,7 +440,7 @@ static bool tc_read_miss(struct file *file, struct address_space *mapping,
 		}
 		if (!IS_ERR(tfolio)) {
 			if (!folio_test_large(tfolio))
-				__tc_share_page(tf, mf, tfolio, i, &waited);
+				tc_share_page(tf, mf, tfolio, i, &waited);
 			folio_put(tfolio);
 		}
 		folio_put(mf);
@@ -651,6 +643,6 @@ static int __init totalcow_share_init(void)
 }
 late_initcall_sync(totalcow_share_init);
 
-#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_KUNIT_TEST)
+#if IS_ENABLED(CONFIG_TOTALCOW_SHARE_POLICY_KUNIT_TEST)
 #include "totalcow_share_policy_kunit.c"
 #endif

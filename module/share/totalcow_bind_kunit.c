@@ -168,7 +168,7 @@ static struct kunit_case tc_bind_cases[] = {
 };
 
 static struct kunit_suite tc_bind_suite = {
-	.name = "totalcow-bind",
+	.name = "totalcow_bind",
 	.test_cases = tc_bind_cases,
 };
 

@@ -208,7 +208,7 @@ static struct kunit_case tc_btrfs_cases[] = {
 };
 
 static struct kunit_suite tc_btrfs_suite = {
-	.name = "totalcow-btrfs",
+	.name = "totalcow_btrfs",
 	.test_cases = tc_btrfs_cases,
 };
 

@@ -4,9 +4,11 @@
  * totalcow-canon.c): which pages of a file have a canonical address, scope
  * names, and how a reservation or an unpin drops a range of a real
  * canonical mapping, marking a page whose read is in flight stale; which
- * scope a snapshot follows its sources into.
+ * scope a snapshot follows its sources into; what a read by logical
+ * address makes of the bytes it read.
  */
 
+#include <crypto/hash.h>
 #include <kunit/test.h>
 #include <linux/completion.h>
 #include <linux/delay.h>
@@ -709,6 +711,75 @@ static void tc_canon_canonical_mapping_is_private(struct kunit *test)
 	tc_canon_test_scope_free(t);
 }
 
+KUNIT_DEFINE_ACTION_WRAPPER(tc_canon_test_free_shash, crypto_free_shash,
+			    struct crypto_shash *);
+
+/*
+ * A read of three pages by logical address (a compressed extent's, say),
+ * on a file system that is only what the read's checks use: 4 KiB sectors
+ * and crc32c. Every sector is checked, in the page it lies in; a read
+ * that failed or does not match, with no mirror left, fails. (Going on to
+ * the next mirror needs a real file system: tests/integration.)
+ */
+static void tc_canon_lread_checks_every_sector(struct kunit *test)
+{
+	struct btrfs_fs_info *fs_info;
+	struct tc_canon_lread r = { .logical = 16 * MIB, .len = 3 * PAGE_SIZE, .nr = 3 };
+	struct crypto_shash *tfm;
+	struct folio *folios[3];
+	struct btrfs_bio *bbio;
+	u32 off, nsect = r.len / SZ_4K;
+	u8 *data, *last;
+	int i, err;
+
+	fs_info = kunit_kzalloc(test, sizeof(*fs_info), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, fs_info);
+	tfm = crypto_alloc_shash("crc32c", 0, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tfm));
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, tc_canon_test_free_shash, tfm), 0);
+	fs_info->csum_shash = tfm;
+	fs_info->csum_size = crypto_shash_digestsize(tfm);
+	fs_info->sectorsize = SZ_4K;
+	fs_info->sectorsize_bits = ilog2(SZ_4K);
+	r.fs_info = fs_info;
+	r.csums = kunit_kzalloc(test, nsect * fs_info->csum_size, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r.csums);
+	for (i = 0; i < 3; i++) {
+		folios[i] = folio_alloc(GFP_KERNEL, 0);
+		KUNIT_ASSERT_NOT_NULL(test, folios[i]);
+		memset(folio_address(folios[i]), 'a' + i, PAGE_SIZE);
+	}
+	r.folios = folios;
+	for (off = 0, i = 0; off < r.len; off += SZ_4K, i++) {
+		data = folio_address(folios[off >> PAGE_SHIFT]) + offset_in_page(off);
+		err = crypto_shash_tfm_digest(tfm, data, SZ_4K,
+					      r.csums + i * fs_info->csum_size);
+		KUNIT_ASSERT_EQ(test, err, 0);
+	}
+	r.mirror = 2;
+	r.num_copies = 2;
+
+	KUNIT_EXPECT_TRUE(test, tc_canon_lread_verify(&r));
+	bbio = btrfs_bio_alloc(r.nr, REQ_OP_READ, fs_info, NULL, &r);
+	KUNIT_EXPECT_EQ(test, tc_canon_lread_end(&r, bbio), 0);
+	/* The bytes match, but the device said the read failed. */
+	bbio = btrfs_bio_alloc(r.nr, REQ_OP_READ, fs_info, NULL, &r);
+	bbio->bio.bi_status = BLK_STS_IOERR;
+	KUNIT_EXPECT_EQ(test, tc_canon_lread_end(&r, bbio), -EIO);
+	/* One byte of the last sector of the last page. */
+	last = folio_address(folios[2]) + PAGE_SIZE - 1;
+	*last ^= 1;
+	KUNIT_EXPECT_FALSE(test, tc_canon_lread_verify(&r));
+	bbio = btrfs_bio_alloc(r.nr, REQ_OP_READ, fs_info, NULL, &r);
+	KUNIT_EXPECT_EQ(test, tc_canon_lread_end(&r, bbio), -EIO);
+	*last ^= 1;
+	/* A checksum of the first page's. */
+	r.csums[0] ^= 1;
+	KUNIT_EXPECT_FALSE(test, tc_canon_lread_verify(&r));
+	for (i = 0; i < 3; i++)
+		folio_put(folios[i]);
+}
+
 static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_logical_regular),
 	KUNIT_CASE(tc_canon_logical_refuses),
@@ -729,11 +800,12 @@ static struct kunit_case tc_canon_cases[] = {
 	KUNIT_CASE(tc_canon_burial_waits_for_its_own_holders_only),
 	KUNIT_CASE(tc_canon_prune_leaves_its_burial_to_a_worker),
 	KUNIT_CASE(tc_canon_forget_subvol_drops_only_prunable),
+	KUNIT_CASE(tc_canon_lread_checks_every_sector),
 	{}
 };
 
 static struct kunit_suite tc_canon_suite = {
-	.name = "totalcow-canon",
+	.name = "totalcow_canon",
 	.test_cases = tc_canon_cases,
 };
 

@@ -386,7 +386,7 @@ static struct kunit_case tc_extent_mmap_cases[] = {
 };
 
 static struct kunit_suite tc_extent_mmap_suite = {
-	.name = "totalcow-extent-mmap",
+	.name = "totalcow_extent_mmap",
 	.test_cases = tc_extent_mmap_cases,
 };
 

@@ -137,7 +137,7 @@ static struct kunit_case tc_fleet_test_cases[] = {
 };
 
 static struct kunit_suite tc_fleet_test_suite = {
-	.name = "totalcow-fleet",
+	.name = "totalcow_fleet",
 	.test_cases = tc_fleet_test_cases,
 };
 

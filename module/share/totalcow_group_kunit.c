@@ -90,7 +90,7 @@ static struct kunit_case tc_group_cases[] = {
 };
 
 static struct kunit_suite tc_group_suite = {
-	.name = "totalcow-groups",
+	.name = "totalcow_groups",
 	.test_cases = tc_group_cases,
 };
 

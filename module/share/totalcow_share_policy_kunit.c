@@ -15,7 +15,7 @@
  * policy's static functions. The member and the template are two inodes
  * of a throw-away anonymous superblock with folios of known bytes in their
  * page caches; the binding between them is a tc_file made by hand and
- * entered in the lookup table (tc_file_hash()) as tc_file_bind() would.
+ * entered in the lookup table (tc_file_hash()) as tc_file_bind() does.
  * What needs btrfs (binding by path and extents, the extent proof) is
  * tested in UML against real btrfs (tests/integration/test_share.py).
  */
@@ -83,7 +83,9 @@ static int tc_policy_init(struct kunit *test)
 	INIT_LIST_HEAD(&tf->list);
 	INIT_LIST_HEAD(&tf->mlist);
 	xa_init_flags(&tf->sigs, XA_FLAGS_ACCOUNT);
+	spin_lock(&tc_files_lock);
 	err = tc_file_hash(tf);
+	spin_unlock(&tc_files_lock);
 	if (err)
 		return err;
 	t->hashed = true;
@@ -97,7 +99,9 @@ static void tc_policy_exit(struct kunit *test)
 	if (!t)
 		return;
 	if (t->hashed) {
-		tc_file_unhash(&t->tf);
+		spin_lock(&tc_files_lock);
+		tc_file_unlink(&t->tf);
+		spin_unlock(&tc_files_lock);
 		synchronize_rcu();
 		tc_sigs_free(&t->tf);
 	}
@@ -107,6 +111,15 @@ static void tc_policy_exit(struct kunit *test)
 	if (t->tmpl)
 		iput(t->tmpl);
 	deactivate_super(t->sb);
+}
+
+/* Share one page as tc_read_miss() does, not counting the time waited. */
+static void tc_test_share_page(struct tc_file *tf, struct folio *mf,
+			       struct folio *tfolio, pgoff_t index)
+{
+	u64 waited = 0;
+
+	tc_share_page(tf, mf, tfolio, index, &waited);
 }
 
 /* Fill @p with a page of bytes that depend on @seed only. */
@@ -198,7 +211,7 @@ static void tc_policy_identical_page_becomes_alias(struct kunit *test)
 	u8 h;
 
 	h = tc_sig_hash(folio_address(tfolio), PAGE_SIZE);
-	tc_share_page(&t->tf, mf, tfolio, 3);
+	tc_test_share_page(&t->tf, mf, tfolio, 3);
 	entry = tc_test_slot(t->member, 3);
 	KUNIT_EXPECT_TRUE(test, xa_is_page_alias(entry));
 	KUNIT_EXPECT_TRUE(test, tc_alias_ours(&t->tf, entry));
@@ -241,14 +254,14 @@ static void tc_policy_screens_before_comparing(struct kunit *test)
 	if (tc_sig_hash(folio_address(m0), PAGE_SIZE) ==
 	    tc_sig_hash(folio_address(t0), PAGE_SIZE))
 		kunit_skip(test, "seeds 7 and %u collide", other);
-	tc_share_page(&t->tf, m0, t0, 0);
+	tc_test_share_page(&t->tf, m0, t0, 0);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_HASH_REJECTS), 1);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 0);
 	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 0), (void *)m0);
 
 	/* Same hash, other bytes: compared, and kept. */
 	m1 = tc_test_folio(test, t->member, 1, twin);
-	tc_share_page(&t->tf, m1, t1, 1);
+	tc_test_share_page(&t->tf, m1, t1, 1);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 1);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_MEMCMP_MISMATCHES), 1);
 	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 1), (void *)m1);
@@ -258,7 +271,7 @@ static void tc_policy_screens_before_comparing(struct kunit *test)
 	sp = tc_sigs(&t->tf, 2, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, sp);
 	sp->sig = TC_SIG_PRIVATE;
-	tc_share_page(&t->tf, m2, t2, 2);
+	tc_test_share_page(&t->tf, m2, t2, 2);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_PRIVATE_SKIPS), 1);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 1);
 	KUNIT_EXPECT_PTR_EQ(test, tc_test_slot(t->member, 2), (void *)m2);
@@ -298,7 +311,7 @@ static void tc_policy_leaves_busy_pages_alone(struct kunit *test)
 	folio_unlock(mf[2]);
 
 	for (i = 0; i < 3; i++)
-		tc_share_page(&t->tf, mf[i], tf[i], i);
+		tc_test_share_page(&t->tf, mf[i], tf[i], i);
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_ALIASES_INSTALLED), 0);
 	/* Only the referenced page is worth a compare: it may be let go. */
 	KUNIT_EXPECT_EQ(test, tc_test_stat(t, TC_COMPARES), 1);
@@ -331,7 +344,7 @@ static void tc_policy_break_copies_the_template(struct kunit *test)
 	struct tc_file older = { .id = (t->tf.id + 1) & TC_ID_MASK };
 	void *entry, *want;
 
-	tc_share_page(&t->tf, mf, tfolio, 5);
+	tc_test_share_page(&t->tf, mf, tfolio, 5);
 	folio_put(mf);
 	entry = tc_test_slot(t->member, 5);
 	KUNIT_ASSERT_TRUE(test, xa_is_page_alias(entry));
@@ -381,8 +394,8 @@ static void tc_policy_break_for_an_overwrite_copies_nothing(struct kunit *test)
 	struct folio *whole, *part;
 	void *entry, *next, *zero;
 
-	tc_share_page(&t->tf, mf, tfolio, 5);
-	tc_share_page(&t->tf, mnext, tnext, 6);
+	tc_test_share_page(&t->tf, mf, tfolio, 5);
+	tc_test_share_page(&t->tf, mnext, tnext, 6);
 	folio_put(mf);
 	folio_put(mnext);
 	entry = tc_test_slot(t->member, 5);
@@ -565,7 +578,7 @@ static void tc_policy_counts_every_alias(struct kunit *test)
 	filemap_invalidate_unlock_shared(mapping);
 	tc_expect_aliases(test, mapping, 8, "8 stores");
 
-	tc_share_page(&t->tf, mf, tfolio, 10);
+	tc_test_share_page(&t->tf, mf, tfolio, 10);
 	folio_put(mf);
 	tc_expect_aliases(test, mapping, 9, "a replaced folio");
 
@@ -767,11 +780,11 @@ static void tc_policy_block_aliases(struct kunit *test)
 
 /*
  * A proof's store fails once a folio has left the mapping since the proof
- * began (issue 32, hole 1): a dirty page written back and dropped between
- * the extent read and the store leaves an empty slot whose extents the
- * proof never saw. Reclaim, invalidation and truncation count; a folio
- * that an alias replaces does not (its data was proven the alias's); a
- * store with a count read after the removal goes through.
+ * began: a dirty page written back and dropped between the extent read and
+ * the store leaves an empty slot whose extents the proof never saw.
+ * Reclaim, invalidation and truncation count; a folio that an alias
+ * replaces does not (its data was proven the alias's); a store with a
+ * count read after the removal goes through.
  */
 static void tc_policy_store_fails_after_a_removal(struct kunit *test)
 {
@@ -789,7 +802,7 @@ static void tc_policy_store_fails_after_a_removal(struct kunit *test)
 	filemap_invalidate_lock_shared(mapping);
 	seq = filemap_page_alias_seq(mapping);
 	/* An alias taking a folio's place moves nothing. */
-	tc_share_page(&t->tf, mf, tfolio, 7);
+	tc_test_share_page(&t->tf, mf, tfolio, 7);
 	KUNIT_EXPECT_TRUE(test, xa_is_page_alias(tc_test_slot(t->member, 7)));
 	KUNIT_EXPECT_EQ(test, filemap_page_alias_seq(mapping), seq);
 	/* The folio at 3 is dropped (written back, say): slot 3 is empty. */
@@ -875,7 +888,7 @@ static struct kunit_case tc_policy_cases[] = {
 };
 
 static struct kunit_suite tc_policy_suite = {
-	.name = "totalcow-share-policy",
+	.name = "totalcow_share_policy",
 	.init = tc_policy_init,
 	.exit = tc_policy_exit,
 	.test_cases = tc_policy_cases,
