@@ -178,21 +178,16 @@ def sigbus(member):
 
 def main():
     cmd = sys.argv[1]
-    if cmd == "bind":
-        t = os.open(sys.argv[3], os.O_RDONLY)
+    ioctls = {  # command: (ioctl, how the argument is opened or -1)
+        "bind": (share, lambda: os.open(sys.argv[3], os.O_RDONLY)),
+        "unbind": (share, lambda: -1),
+        "pair": (pair, lambda: os.open(sys.argv[3], os.O_RDONLY | os.O_DIRECTORY)),
+        "unpair": (pair, lambda: -1),
+    }
+    if cmd in ioctls:
+        call, arg = ioctls[cmd]
         try:
-            share(sys.argv[2], t)
-        except OSError as e:
-            print(f"bind: {os.strerror(e.errno)}")
-            return 1
-        return 0
-    if cmd == "unbind":
-        share(sys.argv[2], -1)
-        return 0
-    if cmd in ("pair", "unpair"):
-        s = os.open(sys.argv[3], os.O_RDONLY | os.O_DIRECTORY) if cmd == "pair" else -1
-        try:
-            pair(sys.argv[2], s)
+            call(sys.argv[2], arg())
         except OSError as e:
             print(f"{cmd}: {os.strerror(e.errno)}")
             return 1
