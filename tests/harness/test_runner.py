@@ -294,3 +294,31 @@ def test_x86_stall_before_init_boots_once_more_and_only_once():
                                               STARTED + "TOTALCOW-EXIT: 0\n")
         assert (status, boots) == (125, 1), err
         assert "booting once more" not in err
+
+
+QEMU_ABORT = ("[ 6.81] pci 0000:00:03.0: BAR 4 [mem 0xfebf0000-0xfebf3fff 64bit pref]\n"
+              "qemu-system-x86_64: hw/pci/msix.c:228: msix_table_mmio_write: Assertion "
+              "`addr + size <= dev->msix_entries_nr * PCI_MSIX_ENTRY_SIZE' failed.\n")
+
+
+def test_x86_qemu_abort_before_init_boots_once_more_and_only_once():
+    """QEMU 10.0 under multi-threaded TCG has failed an assertion of its
+    own while the guest probed PCI (CI, 2026-12-01): nothing of the test
+    had run, so the runner boots once more, and only once. The same abort
+    once the script has started is a crash of the run: never retried."""
+    with tempfile.TemporaryDirectory() as tmp:
+        status, err, boots, out = fake_qemu_run(tmp, QEMU_ABORT,
+                                                STARTED + "TOTALCOW-EXIT: 0\n")
+        assert (status, boots) == (0, 2), err
+        assert "QEMU failed an assertion of its own before init" in err
+        with open(os.path.join(out, "console-stalled-boot.log")) as f:
+            assert "msix_table_mmio_write" in f.read()
+    with tempfile.TemporaryDirectory() as tmp:
+        status, err, boots, _ = fake_qemu_run(tmp, QEMU_ABORT, QEMU_ABORT,
+                                              STARTED + "TOTALCOW-EXIT: 0\n")
+        assert (status, boots) == (126, 2), err
+    with tempfile.TemporaryDirectory() as tmp:
+        status, err, boots, _ = fake_qemu_run(tmp, STARTED + QEMU_ABORT,
+                                              STARTED + "TOTALCOW-EXIT: 0\n")
+        assert (status, boots) == (126, 1), err
+        assert "booting once more" not in err
