@@ -35,7 +35,8 @@ KERNEL_X86_BASE := $(B)/x86-base/bzImage
 KERNEL_X86_DEBUG := $(B)/x86-debug/bzImage
 KERNEL_X86_KCSAN := $(B)/x86-kcsan/bzImage
 # The 7.3 series (mm-patches/7.3/): Debian 13's linux-source-7.3, where
-# btrfs data has large folios.
+# btrfs data has large folios on x86-64 (not on UML: large page-cache
+# folios need CONFIG_TRANSPARENT_HUGEPAGE, which UML cannot have).
 TREE_73_STAMP := $(B)/linux-7.3/.totalcow-tree
 KERNEL_73_BASE := $(B)/uml-base-7.3/linux
 KERNEL_73_DEBUG := $(B)/uml-debug-7.3/linux

@@ -1,19 +1,26 @@
 """The 7.3 series (mm-patches/7.3/, docs/design/sharing-in-the-file-system.md)
 on its own UML kernels: the preemptible base kernel and the debug one
-(lockdep, KASAN, kmemleak). btrfs data has large folios there. `make check-7.3` builds them and runs these (in `make
-check-lanes`)."""
+(lockdep, KASAN, kmemleak). `make check-7.3` builds them and runs these
+(in `make check-lanes`). btrfs data has large folios on 7.3 only where
+CONFIG_TRANSPARENT_HUGEPAGE is (mapping_set_folio_order_range() does
+nothing without it), which UML cannot have: on these kernels every folio
+is one page, and the tests of large folios need the x86-64 lane."""
 
 import os
 import re
 
 import pytest
 
-from vmrun import BUILD, run_vm
+from vmrun import BUILD, X86_LANE_GROUP, run_vm
 
 KERNELS_73 = {
     "base-7.3": os.path.join(BUILD, "uml-base-7.3", "linux"),
     "debug-7.3": os.path.join(BUILD, "uml-debug-7.3", "linux"),
 }
+
+# The x86-64 debug kernel of the 7.3 series (make kernel-x86-7.3: SMP,
+# CONFIG_PREEMPT, KASAN, lockdep, THP and so btrfs's large folios).
+KERNEL_73_X86 = os.path.join(BUILD, "x86-debug-7.3", "bzImage")
 
 pytestmark = pytest.mark.linux73
 
@@ -90,8 +97,7 @@ def test_a_paired_snapshot_binds_its_identical_files_at_open(kernel):
 def test_a_changed_file_reads_its_unchanged_runs_from_the_source(kernel):
     """Route B: a paired snapshot's file changed in a 4 KiB block and a
     64 KiB range reads those 17 pages from the disk into its own cache
-    and everything else from the source's page cache (large folios
-    there), with the bytes it had before the pairing by read(), a private
+    and everything else from the source's page cache, with the bytes it had before the pairing by read(), a private
     mapping and sendfile(), and at unaligned offsets across the runs; a
     reader open across a write, its writeback and a punch sees each; the
     source's file is write-denied while read through, even unpaired and
@@ -121,3 +127,26 @@ def test_buffered_io_uring_reads_of_shared_files(kernel):
                extra=("-k", KERNELS_73[kernel]), disks=("1G",))
     assert r.status == 0, r.explain()
     assert "io-uring: passed" in r.console, r.explain()
+
+
+@pytest.mark.x86
+@pytest.mark.xdist_group(X86_LANE_GROUP)
+def test_changes_inside_a_large_folio_of_the_source_read_as_a_stock_copy_would():
+    """Route B against a source whose cache holds large folios: a write
+    into the middle of one, a hole punched inside one, that folio's range
+    reflinked into the member one page further on (the same disk blocks
+    at another offset, which must not be read from the source's folio at
+    the member's offset), and a second file cut inside one and extended
+    again (zeroes after the cut, never the source's bytes): the member
+    reads what a plain copy given the same changes reads, by read(), a
+    private mapping and sendfile(), at unaligned offsets across every
+    boundary; it keeps no page of what it still shares and reads no more
+    than its own blocks; the source's bytes and its folio are untouched.
+    The script fails if the source's cache holds no folio of 4 pages: it
+    runs on the x86-64 7.3 kernel, since UML has no large folios."""
+    r = run_vm("tests/guest/share/share-large-folios.sh", x86=True,
+               extra=("-k", KERNEL_73_X86), disks=("1G",))
+    assert r.status == 0, r.explain()
+    m = re.search(r"^large-folios: source folio F at (\d+), (\d+) bytes", r.console, re.M)
+    assert m and int(m.group(2)) >= 4 * 4096, r.explain()
+    assert "large-folios: passed" in r.console, r.explain()

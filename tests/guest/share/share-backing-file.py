@@ -14,6 +14,9 @@
                                                writeback and a punch there
   share-backing-file.py sums MEMBER            sha256 by read(), by a private
                                                mapping and by sendfile()
+  share-backing-file.py folios FILE            the large folios of FILE's own
+                                               cache: "OFFSET BYTES" each
+  share-backing-file.py clone SRC SOFF DST DOFF LEN   FICLONERANGE
 
 `follows` maps MEMBER privately, reads it, writes one page of the mapping
 (a private copy), then has a child open MEMBER for writing and change
@@ -31,6 +34,8 @@ import sys
 BTRFS_IOC_SHARE_PAGE_CACHE = 0x40089443  # _IOW(0x94, 67, __s64)
 BTRFS_IOC_SHARE_SUBVOL = 0x40089444  # _IOW(0x94, 68, __s64)
 FIDEDUPERANGE = 0xC0189436
+FICLONERANGE = 0x4020940D
+KPF_COMPOUND_HEAD, KPF_COMPOUND_TAIL = 1 << 15, 1 << 16
 SYS_CACHESTAT = 451
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -132,6 +137,59 @@ def cached(path):
     return cs[0]
 
 
+def folios(path):
+    """The large folios of PATH's own page cache, as (offset, bytes), from
+    a shared read-only mapping of it (its own mapping: PATH must not be a
+    bound file), /proc/self/pagemap and /proc/kpageflags (root). Only
+    pages already cached are looked at (mincore), so nothing is read."""
+    size = os.path.getsize(path)
+    npages = (size + PAGE - 1) // PAGE
+    fd = os.open(path, os.O_RDONLY)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    os.close(fd)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    vec = (ctypes.c_ubyte * npages)()
+    if libc.mincore(ctypes.c_void_p(addr), ctypes.c_size_t(size), vec) != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    flags = []
+    with open("/proc/self/pagemap", "rb") as pm, open("/proc/kpageflags", "rb") as kf:
+        for i in range(npages):
+            if not vec[i] & 1:
+                flags.append(0)
+                continue
+            ctypes.string_at(addr + i * PAGE, 1)  # map it: pagemap shows mapped pages
+            pm.seek((addr // PAGE + i) * 8)
+            ent = struct.unpack("Q", pm.read(8))[0]
+            if not ent >> 63:
+                flags.append(0)
+                continue
+            kf.seek((ent & ((1 << 55) - 1)) * 8)
+            flags.append(struct.unpack("Q", kf.read(8))[0])
+    libc.munmap(ctypes.c_void_p(addr), ctypes.c_size_t(size))
+    found = []
+    for i, f in enumerate(flags):
+        if f & KPF_COMPOUND_HEAD:
+            n = 1
+            while i + n < npages and flags[i + n] & KPF_COMPOUND_TAIL:
+                n += 1
+            found.append((i * PAGE, n * PAGE))
+    return found
+
+
+def clone(src, soff, dst, doff, length):
+    s = os.open(src, os.O_RDONLY)
+    d = os.open(dst, os.O_WRONLY)
+    try:
+        fcntl.ioctl(d, FICLONERANGE, struct.pack("=qQQQ", s, soff, length, doff))
+    finally:
+        os.close(s)
+        os.close(d)
+
+
 def follows(member):
     size = os.path.getsize(member)
     fd = os.open(member, os.O_RDONLY)
@@ -200,6 +258,18 @@ def main():
         return 0 if dedupe(sys.argv[2], sys.argv[3]) else 1
     if cmd == "cached":
         print(cached(sys.argv[2]))
+        return 0
+    if cmd == "folios":
+        for off, n in folios(sys.argv[2]):
+            print(off, n)
+        return 0
+    if cmd == "clone":
+        try:
+            clone(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]),
+                  int(sys.argv[6]))
+        except OSError as e:
+            print(f"clone: {os.strerror(e.errno)}")
+            return 1
         return 0
     if cmd == "follows":
         return 0 if follows(sys.argv[2]) else 1
