@@ -131,6 +131,9 @@ def test_buffered_io_uring_reads_of_shared_files(kernel):
 
 @pytest.mark.x86
 @pytest.mark.xdist_group(X86_LANE_GROUP)
+@pytest.mark.xfail(strict=True, reason="the x86-64 7.3 kernel is built without "
+                   "CONFIG_TRANSPARENT_HUGEPAGE (tests/vm/configs/x86.config), so btrfs "
+                   "gives it no large folios either: the script finds none and fails")
 def test_changes_inside_a_large_folio_of_the_source_read_as_a_stock_copy_would():
     """Route B against a source whose cache holds large folios: a write
     into the middle of one, a hole punched inside one, that folio's range
