@@ -19,7 +19,7 @@ KERNELS_73 = {
 }
 
 # The x86-64 debug kernel of the 7.3 series (make kernel-x86-7.3: SMP,
-# CONFIG_PREEMPT, KASAN, lockdep, THP and so btrfs's large folios).
+# CONFIG_PREEMPT, KASAN, lockdep; no THP yet, so no large folios either).
 KERNEL_73_X86 = os.path.join(BUILD, "x86-debug-7.3", "bzImage")
 
 pytestmark = pytest.mark.linux73
@@ -97,8 +97,8 @@ def test_a_paired_snapshot_binds_its_identical_files_at_open(kernel):
 def test_a_changed_file_reads_its_unchanged_runs_from_the_source(kernel):
     """Route B: a paired snapshot's file changed in a 4 KiB block and a
     64 KiB range reads those 17 pages from the disk into its own cache
-    and everything else from the source's page cache, with the bytes it had before the pairing by read(), a private
-    mapping and sendfile(), and at unaligned offsets across the runs; a
+    and everything else from the source's page cache, with the bytes it
+    had before the pairing by read(), a private mapping and sendfile(), and at unaligned offsets across the runs; a
     reader open across a write, its writeback and a punch sees each; the
     source's file is write-denied while read through, even unpaired and
     made writable. A kernel without runs reads all 8 MiB into the
